@@ -1,0 +1,722 @@
+# cython: language_level=3
+"""vecenv._core: the compiled hot path of vecenv (parent and worker sides).
+
+Private module; users never import it. It holds
+
+* :class:`SharedBlock`, a MAP_SHARED mapping of a file descriptor that exposes
+  the buffer protocol, so NumPy views over it are zero-copy;
+* :class:`Control`, the wait/wake protocol between the parent and its workers
+  over the control region at the start of the block (futex on Linux);
+* :class:`LeafWriter`, the worker-side copy of one env's observation leaves into
+  their rows of the shared batch buffers, with shape and dtype checks;
+* :func:`gather_rows` and :func:`scatter_rows`, batched row copies for partial
+  batches and ``copy=True``.
+
+Every kernel validates with the GIL held and then runs one ``with nogil:``
+block on raw pointers.
+
+Control region layout (byte offsets from the start of the block)::
+
+    0     header: magic, num_envs, num_workers
+    64    ready_count  (workers add, parent subtracts; parent futex-waits on it)
+    68    parent_waiting (1 while the parent sleeps on ready_count)
+    72    parent_target (ready_count at which a worker must wake the parent)
+    128   ticket counter (one ticket per published worker round: FIFO order)
+    256   one 128-byte slot per worker:
+            +0 cmd_seq   parent adds 1 to hand the worker new work
+            +4 sleeping  1 while the worker sleeps on cmd_seq
+            +8 msg_seq   parent adds 1 per message it put on the worker's pipe
+    then  op[num_envs]      u8  parent writes (STEP, RESET), worker clears
+          status[num_envs]  u8  worker writes (0 ok, INFO, ERROR) before publishing
+          ready[num_envs]   u8  worker sets on publish, parent clears on collect
+          ticket[num_envs]  u32 worker writes on publish
+
+Who writes what, and when: the parent writes op bytes and actions only for envs
+that are not in flight (collected and not yet dispatched again), then adds to
+cmd_seq; a worker reads them only after it saw cmd_seq change. A worker writes
+observations, rewards, flags and status for an env, then publishes it (ready,
+ticket, ready_count); the parent reads them only after ready_count says so.
+"""
+
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo
+from libc.errno cimport errno
+from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
+
+import numpy as np
+
+cimport numpy as cnp
+
+cnp.import_array()
+
+
+cdef extern from "sys/mman.h" nogil:
+    void* mmap(void* addr, size_t length, int prot, int flags, int fd, long offset)
+    int munmap(void* addr, size_t length)
+    int PROT_READ
+    int PROT_WRITE
+    int MAP_SHARED
+    void* MAP_FAILED
+
+
+cdef extern from "vecenv_sync.h" nogil:
+    uint32_t ve_load(const uint32_t* p)
+    void ve_store(uint32_t* p, uint32_t v)
+    uint32_t ve_add(uint32_t* p, uint32_t v)
+    uint32_t ve_sub(uint32_t* p, uint32_t v)
+    void ve_fence()
+    void ve_cpu_relax()
+    double ve_now()
+    int ve_futex_wait(uint32_t* addr, uint32_t expected, double timeout_s)
+    void ve_futex_wake(uint32_t* addr)
+
+
+# Op codes written by the parent into op[env].
+OP_NONE = 0
+OP_STEP = 1
+OP_RESET = 2
+# Status codes written by a worker into status[env] before publishing.
+STATUS_OK = 0
+STATUS_INFO = 1   # a message for this env (info dict) is on the worker's pipe
+STATUS_ERROR = 2  # an error report for this env is on the worker's pipe
+
+cdef enum:
+    HEADER_BYTES = 256
+    SLOT_BYTES = 128
+    ALIGN = 64
+    MAGIC = 0x56454331  # "VEC1"
+
+
+cdef inline size_t _round_up(size_t n, size_t a) noexcept nogil:
+    return (n + a - 1) // a * a
+
+
+def control_nbytes(Py_ssize_t num_envs, Py_ssize_t num_workers):
+    """Size in bytes of the control region for ``num_envs`` envs and
+    ``num_workers`` workers (a multiple of 64)."""
+    if num_envs < 1 or num_workers < 1:
+        raise ValueError(f"num_envs and num_workers must be >= 1, got {num_envs}, {num_workers}")
+    cdef size_t n = HEADER_BYTES + SLOT_BYTES * <size_t>num_workers
+    n += 3 * _round_up(<size_t>num_envs, ALIGN)
+    n += _round_up(4 * <size_t>num_envs, ALIGN)
+    return <Py_ssize_t>n
+
+
+cdef class SharedBlock:
+    """A read-write MAP_SHARED mapping of ``size`` bytes of file descriptor ``fd``.
+
+    Supports the buffer protocol (one writable byte buffer), so
+    ``np.frombuffer(block, ...)`` is a zero-copy view. The mapping stays valid
+    while any view exists: views hold a reference to the block, and
+    :meth:`close` refuses to unmap while buffers are exported.
+
+    Parameters
+    ----------
+    fd : int
+        An open file descriptor at least ``size`` bytes long (memfd or shm).
+    size : int
+        Mapping length in bytes, > 0.
+    """
+
+    cdef char* ptr
+    cdef Py_ssize_t size
+    cdef Py_ssize_t exports
+
+    def __cinit__(self, int fd, Py_ssize_t size):
+        self.ptr = NULL
+        self.exports = 0
+        if size <= 0:
+            raise ValueError(f"size must be > 0 bytes, got {size}")
+        cdef void* p = mmap(NULL, <size_t>size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+        if p == MAP_FAILED:
+            import os
+            raise OSError(f"mmap of {size} bytes failed on fd {fd}: {os.strerror(errno)}")
+        self.ptr = <char*>p
+        self.size = size
+
+    def __dealloc__(self):
+        if self.ptr != NULL:
+            munmap(self.ptr, <size_t>self.size)
+            self.ptr = NULL
+
+    @property
+    def nbytes(self):
+        """Length of the mapping in bytes."""
+        return self.size
+
+    @property
+    def closed(self):
+        return self.ptr == NULL
+
+    def close(self):
+        """Unmap now. Safe to call twice. Raises BufferError while NumPy views
+        of the block are alive (drop them first)."""
+        if self.ptr == NULL:
+            return
+        if self.exports:
+            raise BufferError(f"{self.exports} buffer views of the shared block are still alive")
+        munmap(self.ptr, <size_t>self.size)
+        self.ptr = NULL
+
+    def touch(self, Py_ssize_t start=0, Py_ssize_t stop=-1, bint write=False):
+        """Fault in the pages of ``[start, stop)`` so no page fault lands in a step.
+        With ``write=True`` pages are written (zeroed), else only read."""
+        self._check()
+        if stop < 0 or stop > self.size:
+            stop = self.size
+        cdef unsigned long sink = 0
+        cdef Py_ssize_t i
+        with nogil:
+            if write:
+                memset(self.ptr + start, 0, <size_t>(stop - start))
+            else:
+                i = start
+                while i < stop:
+                    sink += <unsigned char>self.ptr[i]
+                    i += 4096
+        return sink
+
+    cdef inline void _check(self) except *:
+        if self.ptr == NULL:
+            raise ValueError("the shared block is closed")
+
+    def __getbuffer__(self, Py_buffer* buffer, int flags):
+        self._check()
+        PyBuffer_FillInfo(buffer, self, self.ptr, self.size, 0, flags)
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer* buffer):
+        self.exports -= 1
+
+
+cdef class Control:
+    """Wait/wake protocol over the control region of a :class:`SharedBlock`.
+
+    Used by both sides: the parent dispatches work and waits for envs to be
+    published; each worker waits for work and publishes the envs it finished.
+
+    Parameters
+    ----------
+    block : SharedBlock
+        The mapping; its control region starts at byte 0.
+    num_envs, num_workers : int
+        Counts (>= 1).
+    env_worker : sequence of int, length num_envs
+        Index of the worker that hosts each env.
+    init : bool
+        True in the parent that created the block: writes the header.
+    """
+
+    cdef SharedBlock block
+    cdef char* base
+    cdef uint32_t* nready
+    cdef uint32_t* parent_waiting
+    cdef uint32_t* parent_target
+    cdef uint32_t* ticket_counter
+    cdef char* slots
+    cdef uint8_t* op
+    cdef uint8_t* status
+    cdef uint8_t* ready
+    cdef uint32_t* ticket
+    cdef int* env_worker
+    cdef uint8_t* touched
+    cdef int64_t* order
+    cdef readonly Py_ssize_t num_envs
+    cdef readonly Py_ssize_t num_workers
+
+    def __cinit__(self, SharedBlock block, Py_ssize_t num_envs, Py_ssize_t num_workers,
+                  env_worker, bint init=False):
+        self.env_worker = NULL
+        self.touched = NULL
+        self.order = NULL
+        need = control_nbytes(num_envs, num_workers)
+        block._check()
+        if block.size < need:
+            raise ValueError(f"block of {block.size} bytes is smaller than the control region ({need})")
+        if len(env_worker) != num_envs:
+            raise ValueError(f"env_worker must have num_envs={num_envs} entries, got {len(env_worker)}")
+        self.block = block
+        self.num_envs = num_envs
+        self.num_workers = num_workers
+        self.base = block.ptr
+        self.nready = <uint32_t*>(self.base + 64)
+        self.parent_waiting = <uint32_t*>(self.base + 68)
+        self.parent_target = <uint32_t*>(self.base + 72)
+        self.ticket_counter = <uint32_t*>(self.base + 128)
+        self.slots = self.base + HEADER_BYTES
+        cdef size_t off = HEADER_BYTES + SLOT_BYTES * <size_t>num_workers
+        self.op = <uint8_t*>(self.base + off)
+        off += _round_up(<size_t>num_envs, ALIGN)
+        self.status = <uint8_t*>(self.base + off)
+        off += _round_up(<size_t>num_envs, ALIGN)
+        self.ready = <uint8_t*>(self.base + off)
+        off += _round_up(<size_t>num_envs, ALIGN)
+        self.ticket = <uint32_t*>(self.base + off)
+        self.env_worker = <int*>malloc(sizeof(int) * num_envs)
+        self.touched = <uint8_t*>malloc(num_workers)
+        self.order = <int64_t*>malloc(sizeof(int64_t) * num_envs)
+        if self.env_worker == NULL or self.touched == NULL or self.order == NULL:
+            raise MemoryError()
+        cdef Py_ssize_t i
+        for i in range(num_envs):
+            w = int(env_worker[i])
+            if w < 0 or w >= num_workers:
+                raise ValueError(f"env_worker[{i}]={w} is not a worker index in [0, {num_workers})")
+            self.env_worker[i] = w
+        cdef uint32_t* hdr = <uint32_t*>self.base
+        if init:
+            memset(self.base, 0, <size_t>need)
+            hdr[0] = MAGIC
+            hdr[1] = <uint32_t>num_envs
+            hdr[2] = <uint32_t>num_workers
+            ve_fence()
+        elif hdr[0] != MAGIC or hdr[1] != <uint32_t>num_envs or hdr[2] != <uint32_t>num_workers:
+            raise ValueError("the shared block does not hold a vecenv control region of this shape")
+
+    def __dealloc__(self):
+        free(self.env_worker)
+        free(self.touched)
+        free(self.order)
+        self.env_worker = NULL
+        self.touched = NULL
+        self.order = NULL
+
+    cdef inline uint32_t* _slot(self, Py_ssize_t w) noexcept nogil:
+        return <uint32_t*>(self.slots + SLOT_BYTES * w)
+
+    cdef inline void _kick(self, Py_ssize_t w) noexcept nogil:
+        cdef uint32_t* s = self._slot(w)
+        ve_add(&s[0], 1)
+        if ve_load(&s[1]):
+            ve_futex_wake(&s[0])
+
+    def arrays(self):
+        """NumPy views ``(op, status, ready, ticket)`` over the env table, each
+        of length num_envs (uint8, uint8, uint8, uint32). For inspection and the
+        slow path; the hot path goes through the methods."""
+        n = self.num_envs
+        base = np.frombuffer(self.block, dtype=np.uint8)
+        off = <Py_ssize_t>(self.op - <uint8_t*>self.base)
+        a = _round_up(<size_t>n, ALIGN)
+        op = base[off:off + n]
+        st = base[off + a:off + a + n]
+        rd = base[off + 2 * a:off + 2 * a + n]
+        tk = base[off + 3 * a:off + 3 * a + 4 * n].view(np.uint32)
+        return op, st, rd, tk
+
+    # ------------------------------------------------------------------ parent
+    def dispatch_all(self, int op):
+        """Parent: give every env the op code ``op`` and wake every worker.
+        All envs must be collected (not in flight)."""
+        cdef Py_ssize_t w
+        with nogil:
+            memset(self.op, op, <size_t>self.num_envs)
+            memset(self.status, 0, <size_t>self.num_envs)
+            for w in range(self.num_workers):
+                self._kick(w)
+
+    def dispatch(self, const int64_t[::1] env_ids, int op):
+        """Parent: give the envs ``env_ids`` (int64, C-contiguous, each in
+        [0, num_envs), not in flight) the op code ``op`` and wake their workers."""
+        cdef Py_ssize_t i, n = env_ids.shape[0], w
+        cdef int64_t e
+        for i in range(n):
+            e = env_ids[i]
+            if e < 0 or e >= self.num_envs:
+                raise ValueError(f"env_ids[{i}]={e} is outside [0, {self.num_envs})")
+        cdef const int64_t* ids = &env_ids[0] if n > 0 else NULL
+        with nogil:
+            memset(self.touched, 0, <size_t>self.num_workers)
+            for i in range(n):
+                e = ids[i]
+                self.op[e] = <uint8_t>op
+                self.status[e] = 0
+                self.touched[self.env_worker[e]] = 1
+            for w in range(self.num_workers):
+                if self.touched[w]:
+                    self._kick(w)
+
+    def post_message(self, Py_ssize_t worker):
+        """Parent: tell ``worker`` that one more message waits on its pipe."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        cdef uint32_t* s = self._slot(worker)
+        with nogil:
+            ve_add(&s[2], 1)
+            self._kick(worker)
+
+    def wait_ready(self, Py_ssize_t target, double spin_s, double timeout_s):
+        """Parent: wait until at least ``target`` envs are published.
+
+        Spins for at most ``spin_s`` seconds, then sleeps on a futex, for at
+        most ``timeout_s`` seconds in all. Returns the number of published envs
+        (>= target), or -1 if the time ran out first. Callers wait in slices
+        and check worker liveness and signals between them.
+        """
+        cdef uint32_t v, t = <uint32_t>target
+        cdef double start, deadline, left
+        cdef int timed_out = 0
+        with nogil:
+            v = ve_load(self.nready)
+            if v < t:
+                start = ve_now()
+                deadline = start + timeout_s
+                while v < t and ve_now() - start < spin_s:
+                    ve_cpu_relax()
+                    v = ve_load(self.nready)
+                while v < t:
+                    ve_store(self.parent_target, t)
+                    ve_store(self.parent_waiting, 1)
+                    v = ve_load(self.nready)
+                    if v >= t:
+                        break
+                    left = deadline - ve_now()
+                    if left <= 0:
+                        timed_out = 1
+                        break
+                    ve_futex_wait(self.nready, v, left)
+                    v = ve_load(self.nready)
+                ve_store(self.parent_waiting, 0)
+        if timed_out:
+            return -1
+        return <Py_ssize_t>v
+
+    def published(self):
+        """Number of envs published and not yet collected."""
+        return <Py_ssize_t>ve_load(self.nready)
+
+    def collect_all(self):
+        """Parent: take all num_envs envs (all must be published). Returns how
+        many of them have a nonzero status (messages to read)."""
+        cdef Py_ssize_t i, flagged = 0
+        with nogil:
+            memset(self.ready, 0, <size_t>self.num_envs)
+            ve_sub(self.nready, <uint32_t>self.num_envs)
+            for i in range(self.num_envs):
+                if self.status[i]:
+                    flagged += 1
+        return flagged
+
+    def collect(self, Py_ssize_t k, int64_t[::1] out_ids):
+        """Parent: take the ``k`` published envs that were published first
+        (smallest tickets, ties by index) and write their indices into
+        ``out_ids[:k]`` in that order. At least ``k`` envs must be published.
+        Returns how many of them have a nonzero status.
+        """
+        if k < 0 or k > out_ids.shape[0] or k > self.num_envs:
+            raise ValueError(f"k={k} must be in [0, min(len(out_ids)={out_ids.shape[0]}, num_envs))")
+        cdef Py_ssize_t i, j, m = 0, flagged = 0
+        cdef int64_t e
+        cdef uint32_t base_ticket, ti
+        cdef int64_t* order = self.order
+        with nogil:
+            # Tickets wrap around: order them relative to the oldest one.
+            base_ticket = ve_load(self.ticket_counter)
+            for i in range(self.num_envs):
+                if self.ready[i]:
+                    order[m] = i
+                    m += 1
+        if m < k:
+            raise ValueError(f"collect({k}) with only {m} envs published")
+        with nogil:
+            # Insertion sort by ticket age: m is small and mostly sorted.
+            for i in range(1, m):
+                e = order[i]
+                ti = self.ticket[e] - base_ticket
+                j = i - 1
+                while j >= 0 and self.ticket[order[j]] - base_ticket > ti:
+                    order[j + 1] = order[j]
+                    j -= 1
+                order[j + 1] = e
+            for i in range(k):
+                e = order[i]
+                out_ids[i] = e
+                self.ready[e] = 0
+                if self.status[e]:
+                    flagged += 1
+            ve_sub(self.nready, <uint32_t>k)
+        return flagged
+
+    # ------------------------------------------------------------------ worker
+    def worker_wait(self, Py_ssize_t worker, uint32_t last_seq, double spin_s, double timeout_s):
+        """Worker: wait until the parent changes this worker's cmd_seq from
+        ``last_seq``. Spins up to ``spin_s`` seconds, then sleeps on a futex.
+        Returns the new cmd_seq, or -1 if ``timeout_s`` passed first."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        cdef uint32_t* s = self._slot(worker)
+        cdef uint32_t v
+        cdef double start, left
+        cdef int timed_out = 0
+        with nogil:
+            v = ve_load(&s[0])
+            if v == last_seq:
+                start = ve_now()
+                while v == last_seq and ve_now() - start < spin_s:
+                    ve_cpu_relax()
+                    v = ve_load(&s[0])
+                while v == last_seq:
+                    ve_store(&s[1], 1)
+                    v = ve_load(&s[0])
+                    if v != last_seq:
+                        break
+                    left = timeout_s - (ve_now() - start)
+                    if left <= 0:
+                        timed_out = 1
+                        break
+                    ve_futex_wait(&s[0], v, left)
+                    v = ve_load(&s[0])
+                ve_store(&s[1], 0)
+        if timed_out:
+            return -1
+        return <Py_ssize_t>v
+
+    def message_seq(self, Py_ssize_t worker):
+        """Number of messages the parent has posted to ``worker`` so far."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        return <Py_ssize_t>ve_load(&self._slot(worker)[2])
+
+    def take_ops(self, Py_ssize_t lo, Py_ssize_t hi):
+        """Worker: return ``[(env, op), ...]`` for envs in ``[lo, hi)`` with a
+        pending op, and clear those op bytes."""
+        if lo < 0 or hi > self.num_envs or lo > hi:
+            raise ValueError(f"[{lo}, {hi}) is not a range of envs in [0, {self.num_envs})")
+        out = []
+        cdef Py_ssize_t i
+        cdef uint8_t o
+        for i in range(lo, hi):
+            o = self.op[i]
+            if o:
+                self.op[i] = 0
+                out.append((i, o))
+        return out
+
+    def publish(self, envs, statuses=None):
+        """Worker: publish the finished envs ``envs`` (a sequence of env
+        indices) with their status codes (default all STATUS_OK), under one
+        ticket, and wake the parent if it waits for them. Observations,
+        rewards and flags of these envs must be written before this call."""
+        cdef Py_ssize_t n = len(envs), i, e
+        cdef uint32_t t, v
+        if statuses is not None and len(statuses) != n:
+            raise ValueError(f"statuses has {len(statuses)} entries for {n} envs")
+        for i in range(n):
+            e = envs[i]
+            if e < 0 or e >= self.num_envs:
+                raise ValueError(f"env {e} is outside [0, {self.num_envs})")
+            self.status[e] = <uint8_t>(statuses[i] if statuses is not None else 0)
+        if n == 0:
+            return
+        t = ve_add(self.ticket_counter, 1)
+        for i in range(n):
+            e = envs[i]
+            self.ticket[e] = t
+            self.ready[e] = 1
+        with nogil:
+            v = ve_add(self.nready, <uint32_t>n)
+            if ve_load(self.parent_waiting) and v >= ve_load(self.parent_target):
+                ve_futex_wake(self.nready)
+
+
+# ---------------------------------------------------------------------- leaves
+
+cdef class LeafWriter:
+    """Worker side: copy one env's observation leaves into their rows of the
+    shared batch buffers.
+
+    Parameters
+    ----------
+    buffers : list of numpy.ndarray
+        One C-contiguous array of shape ``(num_envs, *leaf_shape)`` per leaf,
+        a writable view into shared memory.
+
+    The copy never casts an ndarray silently: a leaf whose dtype or shape
+    differs from the buffer's row raises ValueError naming the leaf. Python
+    and NumPy scalars are converted when the value is representable.
+    """
+
+    cdef list buffers
+    cdef list dtypes
+    cdef list shapes
+    cdef Py_ssize_t nleaves
+    cdef char** bases
+    cdef size_t* row_bytes
+    cdef const char** srcs
+    cdef Py_ssize_t num_envs
+
+    def __cinit__(self, list buffers):
+        self.bases = NULL
+        self.row_bytes = NULL
+        self.srcs = NULL
+        self.nleaves = len(buffers)
+        n = max(self.nleaves, 1)
+        self.bases = <char**>malloc(sizeof(char*) * n)
+        self.row_bytes = <size_t*>malloc(sizeof(size_t) * n)
+        self.srcs = <const char**>malloc(sizeof(char*) * n)
+        if self.bases == NULL or self.row_bytes == NULL or self.srcs == NULL:
+            raise MemoryError()
+        self.buffers = []
+        self.dtypes = []
+        self.shapes = []
+        self.num_envs = -1
+        cdef cnp.ndarray b
+        for j, buf in enumerate(buffers):
+            if not isinstance(buf, np.ndarray) or buf.ndim < 1:
+                raise ValueError(f"buffers[{j}] must be an ndarray with a leading num_envs axis")
+            b = buf
+            if not b.flags.c_contiguous or not b.flags.writeable:
+                raise ValueError(f"buffers[{j}] must be C-contiguous and writable")
+            if self.num_envs < 0:
+                self.num_envs = b.shape[0]
+            elif b.shape[0] != self.num_envs:
+                raise ValueError(f"buffers[{j}] has {b.shape[0]} rows, expected {self.num_envs}")
+            self.buffers.append(b)
+            self.dtypes.append(b.dtype)
+            self.shapes.append(tuple(buf.shape[1:]))
+            self.bases[j] = <char*>cnp.PyArray_DATA(b)
+            self.row_bytes[j] = <size_t>(b.nbytes // b.shape[0]) if b.shape[0] else 0
+
+    def __dealloc__(self):
+        free(self.bases)
+        free(self.row_bytes)
+        free(self.srcs)
+        self.bases = NULL
+        self.row_bytes = NULL
+        self.srcs = NULL
+
+    def write(self, Py_ssize_t env, leaves):
+        """Copy ``leaves`` (a sequence, one value per leaf) into row ``env``.
+
+        Raises
+        ------
+        ValueError
+            A leaf has the wrong shape or dtype, is not representable in the
+            leaf's dtype, or ``env`` is out of range.
+        """
+        if env < 0 or env >= self.num_envs:
+            raise ValueError(f"env={env} is outside [0, {self.num_envs})")
+        if len(leaves) != self.nleaves:
+            raise ValueError(f"expected {self.nleaves} observation leaves, got {len(leaves)}")
+        keep = []
+        cdef Py_ssize_t j
+        cdef cnp.ndarray a
+        for j in range(self.nleaves):
+            x = leaves[j]
+            dt = self.dtypes[j]
+            shape = self.shapes[j]
+            if type(x) is np.ndarray:
+                a = <cnp.ndarray>x
+                if a.dtype is not dt and a.dtype != dt:
+                    raise ValueError(f"leaf {j}: dtype {a.dtype}, expected {dt}")
+                if (<object>a).shape != shape:
+                    raise ValueError(f"leaf {j}: shape {(<object>a).shape}, expected {shape}")
+                if not cnp.PyArray_IS_C_CONTIGUOUS(a):
+                    a = np.ascontiguousarray(a)
+                    keep.append(a)
+            else:
+                a = _convert_scalar_like(x, dt, shape, j)
+                keep.append(a)
+            self.srcs[j] = <const char*>cnp.PyArray_DATA(a)
+        cdef size_t rb
+        with nogil:
+            for j in range(self.nleaves):
+                rb = self.row_bytes[j]
+                memcpy(self.bases[j] + rb * <size_t>env, self.srcs[j], rb)
+
+
+cdef cnp.ndarray _convert_scalar_like(object x, object dt, tuple shape, Py_ssize_t j):
+    if isinstance(x, np.ndarray):
+        a = x
+    else:
+        try:
+            a = np.asarray(x)
+        except Exception as exc:
+            raise ValueError(f"leaf {j}: cannot convert {type(x).__name__} to an array: {exc}")
+    if a.shape != shape:
+        raise ValueError(f"leaf {j}: shape {a.shape}, expected {shape}")
+    if a.dtype == dt:
+        return np.ascontiguousarray(a)
+    if a.dtype.kind not in "biuf" or not np.can_cast(a.dtype, dt, casting="same_kind"):
+        raise ValueError(f"leaf {j}: dtype {a.dtype}, expected {dt}")
+    b = np.ascontiguousarray(a.astype(dt))
+    if dt.kind in "biu" and not np.array_equal(b, a):
+        raise ValueError(f"leaf {j}: value {a!r} is not representable as {dt}")
+    return b
+
+
+# ------------------------------------------------------------------ row copies
+
+def gather_rows(const uint8_t[:, ::1] src, const int64_t[::1] ids, uint8_t[:, ::1] out):
+    """Copy rows ``src[ids[i]]`` to ``out[i]`` for i in range(len(ids)).
+
+    Parameters
+    ----------
+    src : uint8 array, shape (num_rows, row_bytes), C-contiguous
+        Byte view of a batch buffer (``buf.reshape(len(buf), -1).view(np.uint8)``).
+    ids : int64 array, shape (k,), C-contiguous; each in [0, num_rows)
+    out : uint8 array, shape (>= k, row_bytes), C-contiguous, writable
+
+    Raises
+    ------
+    ValueError
+        Row sizes differ, ``out`` is too short, or an id is out of range.
+    """
+    cdef Py_ssize_t k = ids.shape[0], i, rows = src.shape[0]
+    cdef size_t rb = <size_t>src.shape[1]
+    if out.shape[1] != src.shape[1]:
+        raise ValueError(f"out rows are {out.shape[1]} bytes, src rows are {src.shape[1]}")
+    if out.shape[0] < k:
+        raise ValueError(f"out has {out.shape[0]} rows, need {k}")
+    for i in range(k):
+        if ids[i] < 0 or ids[i] >= rows:
+            raise ValueError(f"ids[{i}]={ids[i]} is outside [0, {rows})")
+    if k == 0 or rb == 0:
+        return
+    cdef const uint8_t* s = &src[0, 0]
+    cdef uint8_t* o = &out[0, 0]
+    cdef const int64_t* p = &ids[0]
+    with nogil:
+        for i in range(k):
+            memcpy(o + rb * i, s + rb * <size_t>p[i], rb)
+
+
+def scatter_rows(const uint8_t[:, ::1] src, const int64_t[::1] ids, uint8_t[:, ::1] out):
+    """Copy rows ``src[i]`` to ``out[ids[i]]`` for i in range(len(ids)).
+
+    The inverse of :func:`gather_rows`; same shapes and errors, with ``src``
+    holding at least ``len(ids)`` rows.
+    """
+    cdef Py_ssize_t k = ids.shape[0], i, rows = out.shape[0]
+    cdef size_t rb = <size_t>out.shape[1]
+    if out.shape[1] != src.shape[1]:
+        raise ValueError(f"out rows are {out.shape[1]} bytes, src rows are {src.shape[1]}")
+    if src.shape[0] < k:
+        raise ValueError(f"src has {src.shape[0]} rows, need {k}")
+    for i in range(k):
+        if ids[i] < 0 or ids[i] >= rows:
+            raise ValueError(f"ids[{i}]={ids[i]} is outside [0, {rows})")
+    if k == 0 or rb == 0:
+        return
+    cdef const uint8_t* s = &src[0, 0]
+    cdef uint8_t* o = &out[0, 0]
+    cdef const int64_t* p = &ids[0]
+    with nogil:
+        for i in range(k):
+            memcpy(o + rb * <size_t>p[i], s + rb * i, rb)
+
+
+def check_int_range(const int64_t[::1] values, int64_t lo, int64_t hi):
+    """Index of the first value outside ``[lo, hi)``, or -1 if all are inside.
+    ``values`` is int64, C-contiguous, any length."""
+    cdef Py_ssize_t i, n = values.shape[0], bad = -1
+    if n == 0:
+        return -1
+    cdef const int64_t* p = &values[0]
+    with nogil:
+        for i in range(n):
+            if p[i] < lo or p[i] >= hi:
+                bad = i
+                break
+    return bad

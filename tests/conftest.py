@@ -1,0 +1,69 @@
+"""Shared fixtures: every test checks it leaves no child process and no
+shared-memory segment behind."""
+
+import os
+import pathlib
+
+import psutil
+import pytest
+
+import vecenv
+
+SRC = pathlib.Path(__file__).resolve().parent.parent / "vecenv"
+
+
+def pytest_report_header(config):
+    return f"vecenv {vecenv.__version__} from {pathlib.Path(vecenv.__file__).parent}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _installed_package():
+    if os.environ.get("VECENV_TEST_SOURCE_TREE") != "1":
+        here = pathlib.Path(vecenv.__file__).resolve().parent
+        assert here != SRC, (
+            f"tests import vecenv from the source tree ({here}); install it with "
+            "`pip install .` and run pytest via scripts/test.sh"
+        )
+
+
+def _shm_entries():
+    try:
+        return {n for n in os.listdir("/dev/shm") if "vecenv" in n}
+    except FileNotFoundError:  # pragma: no cover
+        return set()
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    """Fail a test that leaves a child process or a /dev/shm segment behind."""
+    me = psutil.Process()
+    before_children = {p.pid for p in me.children(recursive=True)}
+    before_shm = _shm_entries()
+    yield
+    deadline = 5.0
+    _gone, alive = psutil.wait_procs(
+        [p for p in me.children(recursive=True) if p.pid not in before_children and _is_ours(p)],
+        timeout=deadline,
+    )
+    names = [(p.pid, _safe_name(p)) for p in alive]
+    for p in alive:
+        p.kill()
+    assert not names, f"child processes left behind: {names}"
+    assert _shm_entries() - before_shm == set(), "shared-memory segments left behind"
+
+
+def _is_ours(p):
+    # The forkserver and the resource tracker are multiprocessing's own and
+    # live for the whole session.
+    try:
+        cmd = " ".join(p.cmdline())
+    except psutil.Error:
+        return False
+    return "forkserver" not in cmd and "resource_tracker" not in cmd
+
+
+def _safe_name(p):
+    try:
+        return p.name()
+    except psutil.Error:
+        return "?"

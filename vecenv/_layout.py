@@ -1,0 +1,361 @@
+"""Spaces to shared-memory layout (runs in the parent and in workers).
+
+A gymnasium space is flattened into *leaves*: one fixed-shape, fixed-dtype
+array per Box/Discrete/MultiDiscrete/MultiBinary found in a depth-first walk of
+Tuple and Dict spaces (Dict in its key order). Each leaf gets one contiguous
+``(num_envs, *shape)`` buffer in the shared block, so a batch of observations
+is a view, never a gather.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, List, Sequence, Tuple
+
+import numpy as np
+from gymnasium import spaces
+
+from vecenv import _core
+from vecenv.errors import InvalidArgumentError, SpaceError
+
+ALIGN = 64
+PAGE = 4096
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One array of a flattened space.
+
+    path: keys (str) and indices (int) from the root space to the leaf.
+    shape, dtype: of one env's value (without the num_envs axis).
+    space: the leaf space itself (Box, Discrete, MultiDiscrete or MultiBinary).
+    """
+
+    path: Tuple[Any, ...]
+    shape: Tuple[int, ...]
+    dtype: np.dtype
+    space: spaces.Space
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one env's value."""
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def name(self) -> str:
+        return "".join(f"[{p!r}]" for p in self.path) or "(root)"
+
+
+def _leaf_of(space: spaces.Space, path, what: str) -> Leaf:
+    if isinstance(space, spaces.Box):
+        return Leaf(path, tuple(space.shape), np.dtype(space.dtype), space)
+    if isinstance(space, spaces.Discrete):
+        return Leaf(path, (), np.dtype(space.dtype), space)
+    if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary)):
+        return Leaf(path, tuple(space.shape), np.dtype(space.dtype), space)
+    where = f"{what}{''.join(f'[{p!r}]' for p in path)}"
+    raise SpaceError(
+        f"{where} is {type(space).__name__}, which has no fixed size and cannot live in "
+        "shared memory; supported: Box, Discrete, MultiDiscrete, MultiBinary, and Tuple/Dict "
+        "of them. Wrap the env to encode it as one of these (for example a padded Box)."
+    )
+
+
+def flatten_space(space: spaces.Space, what: str = "observation_space") -> List[Leaf]:
+    """Leaves of ``space`` in depth-first order.
+
+    Raises
+    ------
+    SpaceError
+        For spaces with no fixed size (Text, Graph, Sequence, OneOf, ...) or
+        anything that is not a gymnasium space.
+    """
+    if not isinstance(space, spaces.Space):
+        raise SpaceError(f"{what} must be a gymnasium.spaces.Space, got {type(space).__name__}")
+    leaves: List[Leaf] = []
+
+    def walk(s, path):
+        if isinstance(s, spaces.Tuple):
+            for i, sub in enumerate(s.spaces):
+                walk(sub, (*path, i))
+        elif isinstance(s, spaces.Dict):
+            for k, sub in s.spaces.items():
+                walk(sub, (*path, k))
+        else:
+            leaves.append(_leaf_of(s, path, what))
+
+    walk(space, ())
+    return leaves
+
+
+def make_flattener(space: spaces.Space) -> Callable[[Any], Sequence[Any]]:
+    """A function mapping a value of ``space`` (array, tuple or dict, nested)
+    to the list of its leaf values, in :func:`flatten_space` order."""
+    if not isinstance(space, (spaces.Tuple, spaces.Dict)):
+        return lambda x: (x,)
+
+    def build(s):
+        if isinstance(s, spaces.Tuple):
+            subs = [build(c) for c in s.spaces]
+            n = len(subs)
+
+            def f(x, out):
+                if not isinstance(x, (tuple, list)) or len(x) != n:
+                    raise ValueError(f"expected a tuple of {n} items, got {type(x).__name__}")
+                for sub, v in zip(subs, x):
+                    sub(v, out)
+
+            return f
+        if isinstance(s, spaces.Dict):
+            subs = [(k, build(c)) for k, c in s.spaces.items()]
+
+            def f(x, out):
+                try:
+                    for k, sub in subs:
+                        sub(x[k], out)
+                except (KeyError, TypeError) as exc:
+                    raise ValueError(
+                        f"expected a dict with keys {list(s.spaces)}, got "
+                        f"{type(x).__name__}{' without ' + repr(exc.args[0]) if isinstance(exc, KeyError) else ''}"
+                    ) from None
+
+            return f
+        return lambda x, out: out.append(x)
+
+    root = build(space)
+
+    def flatten(x):
+        out: list = []
+        root(x, out)
+        return out
+
+    return flatten
+
+
+def make_unflattener(space: spaces.Space) -> Callable[[Sequence[Any]], Any]:
+    """Inverse of :func:`make_flattener`: leaf values to a (nested) tuple/dict."""
+    if not isinstance(space, (spaces.Tuple, spaces.Dict)):
+        return lambda leaves: leaves[0]
+
+    def build(s, it):
+        if isinstance(s, spaces.Tuple):
+            subs = [build(c, it) for c in s.spaces]
+            return lambda leaves: tuple(f(leaves) for f in subs)
+        if isinstance(s, spaces.Dict):
+            subs = [(k, build(c, it)) for k, c in s.spaces.items()]
+            return lambda leaves: {k: f(leaves) for k, f in subs}
+        j = next(it)
+        return lambda leaves: leaves[j]
+
+    return build(space, iter(range(10**9)))
+
+
+def _align(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """Byte offsets of every buffer in the shared block.
+
+    All fields are plain data so the layout pickles to workers.
+    """
+
+    num_envs: int
+    num_workers: int
+    action_leaves: Tuple[Leaf, ...]
+    obs_leaves: Tuple[Leaf, ...]
+    action_offsets: Tuple[int, ...]
+    obs_offsets: Tuple[int, ...]
+    reward_offset: int
+    terminated_offset: int
+    truncated_offset: int
+    nbytes: int
+
+    @classmethod
+    def build(cls, observation_space, action_space, num_envs: int, num_workers: int):
+        obs_leaves = tuple(flatten_space(observation_space, "observation_space"))
+        act_leaves = tuple(flatten_space(action_space, "action_space"))
+        off = _core.control_nbytes(num_envs, num_workers)
+
+        def place(nbytes):
+            nonlocal off
+            # Large buffers start on a page so rows of big observations do not
+            # share pages with the control words.
+            off = _align(off, PAGE if nbytes >= PAGE else ALIGN)
+            at = off
+            off += max(nbytes, 1)
+            return at
+
+        act_off = tuple(place(leaf.nbytes * num_envs) for leaf in act_leaves)
+        rew = place(8 * num_envs)
+        term = place(num_envs)
+        trunc = place(num_envs)
+        obs_off = tuple(place(leaf.nbytes * num_envs) for leaf in obs_leaves)
+        return cls(
+            num_envs,
+            num_workers,
+            act_leaves,
+            obs_leaves,
+            act_off,
+            obs_off,
+            rew,
+            term,
+            trunc,
+            _align(off, PAGE),
+        )
+
+    def views(self, block):
+        """NumPy views over ``block``: (action leaves, obs leaves, rewards,
+        terminated, truncated); each leaf view has shape (num_envs, *shape)."""
+        n = self.num_envs
+
+        def view(offset, dtype, shape):
+            count = n * math.prod(shape)
+            return np.frombuffer(block, dtype=dtype, count=count, offset=offset).reshape(n, *shape)
+
+        acts = [
+            view(o, leaf.dtype, leaf.shape)
+            for o, leaf in zip(self.action_offsets, self.action_leaves)
+        ]
+        obs = [
+            view(o, leaf.dtype, leaf.shape) for o, leaf in zip(self.obs_offsets, self.obs_leaves)
+        ]
+        rew = view(self.reward_offset, np.float64, ())
+        term = view(self.terminated_offset, np.bool_, ())
+        trunc = view(self.truncated_offset, np.bool_, ())
+        return acts, obs, rew, term, trunc
+
+
+# --------------------------------------------------------------------- actions
+
+
+def _integral_check(arr: np.ndarray, leaf: Leaf, argname: str) -> None:
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise InvalidArgumentError(
+                f"{argname}{leaf.name if leaf.path else ''}: non-finite value (NaN or inf) "
+                f"where {type(leaf.space).__name__} needs integers"
+            )
+        if not np.all(arr == np.round(arr)):
+            raise InvalidArgumentError(
+                f"{argname}{leaf.name if leaf.path else ''}: non-integral float where "
+                f"{type(leaf.space).__name__} needs integers"
+            )
+    elif arr.dtype.kind not in "iub":
+        raise InvalidArgumentError(
+            f"{argname}{leaf.name if leaf.path else ''}: dtype {arr.dtype} cannot hold values of "
+            f"{leaf.space}; pass integers"
+        )
+
+
+def make_action_writer(leaves: Sequence[Leaf], space: spaces.Space, argname: str = "actions"):
+    """A function ``write(actions, bufs, rows)`` that validates a batch of
+    actions and copies it into the leaf buffers.
+
+    ``rows`` is None (all num_envs rows, the batch must have num_envs rows) or
+    an int64 array of env indices (the batch has len(rows) rows).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Wrong structure, wrong number of actions, wrong shape, a dtype that
+        cannot represent the space, NaN where integers are needed, or a value
+        outside a Discrete/MultiDiscrete/MultiBinary range.
+    """
+    flatten = make_flattener(space)
+    checks = []
+    for leaf in leaves:
+        s = leaf.space
+        if isinstance(s, spaces.Discrete):
+            checks.append(("discrete", int(s.start), int(s.start) + int(s.n)))
+        elif isinstance(s, spaces.MultiDiscrete):
+            checks.append(
+                ("multidiscrete", np.asarray(s.start), np.asarray(s.start) + np.asarray(s.nvec))
+            )
+        elif isinstance(s, spaces.MultiBinary):
+            checks.append(("multibinary", 0, 2))
+        elif leaf.dtype.kind in "iub":
+            checks.append(("intbox", None, None))
+        else:
+            checks.append(("floatbox", None, None))
+
+    def write(actions, bufs, rows=None):
+        n = bufs[0].shape[0] if rows is None else len(rows)
+        try:
+            values = flatten(actions)
+        except ValueError as exc:
+            raise InvalidArgumentError(f"{argname} does not match {space}: {exc}") from None
+        for leaf, value, buf, (kind, lo, hi) in zip(leaves, values, bufs, checks):
+            arr = value if type(value) is np.ndarray else np.asarray(value)
+            where = f"{argname}{leaf.name}" if leaf.path else argname
+            expected = (n, *leaf.shape)
+            if arr.shape != expected:
+                if arr.ndim >= 1 and arr.shape[0] != n:
+                    raise InvalidArgumentError(
+                        f"{where}: got {arr.shape[0]} actions, expected {n} (one per env); "
+                        f"shape {arr.shape}, expected {expected}"
+                    )
+                raise InvalidArgumentError(f"{where}: shape {arr.shape}, expected {expected}")
+            if kind != "floatbox":
+                _integral_check(arr, leaf, where)
+            elif arr.dtype.kind not in "biuf":
+                raise InvalidArgumentError(f"{where}: dtype {arr.dtype}, expected a numeric dtype")
+            dst = buf if rows is None else np.empty(expected, dtype=leaf.dtype)
+            np.copyto(dst, arr, casting="unsafe")
+            if kind == "discrete":
+                flat = dst.reshape(-1)
+                bad = (
+                    _core.check_int_range(flat, lo, hi)
+                    if flat.dtype == np.int64
+                    else _first_out_of_range(flat, lo, hi)
+                )
+                if bad >= 0:
+                    raise InvalidArgumentError(
+                        f"{where}[{bad}]={arr.reshape(-1)[bad]} is outside {leaf.space} "
+                        f"(valid: {lo}..{hi - 1})"
+                    )
+                if not np.array_equal(dst, arr):
+                    raise InvalidArgumentError(f"{where}: values do not fit {leaf.dtype}")
+            elif kind in ("multidiscrete", "multibinary"):
+                bad_mask = (dst < lo) | (dst >= hi)
+                if bad_mask.any() or not np.array_equal(dst, arr):
+                    idx = tuple(int(i) for i in np.argwhere(bad_mask | (dst != arr))[0])
+                    raise InvalidArgumentError(
+                        f"{where}{list(idx)}={arr[idx]} is outside {leaf.space}"
+                    )
+            if rows is not None:
+                _core.scatter_rows(_bytes2d(dst), rows, _bytes2d(buf))
+
+    return write
+
+
+def _first_out_of_range(flat, lo, hi) -> int:
+    bad = np.flatnonzero((flat < lo) | (flat >= hi))
+    return int(bad[0]) if bad.size else -1
+
+
+def _bytes2d(a: np.ndarray) -> np.ndarray:
+    """A (rows, row_bytes) uint8 view of a C-contiguous array."""
+    return (
+        a.reshape(a.shape[0], -1).view(np.uint8)
+        if a.size
+        else a.reshape(a.shape[0], 0).view(np.uint8)
+    )
+
+
+def make_action_reader(leaves: Sequence[Leaf], space: spaces.Space, bufs):
+    """Worker side: ``read(i)`` returns env ``i``'s action as the space's
+    structure, each leaf a fresh copy (the env may keep it)."""
+    unflatten = make_unflattener(space)
+    if len(leaves) == 1:
+        buf = bufs[0]
+        if leaves[0].shape == ():
+            return buf.__getitem__  # a NumPy scalar, a copy
+        return lambda i: buf[i].copy()
+    getters = [
+        (b.__getitem__ if leaf.shape == () else (lambda i, b=b: b[i].copy()))
+        for leaf, b in zip(leaves, bufs)
+    ]
+    return lambda i: unflatten([g(i) for g in getters])

@@ -1,0 +1,408 @@
+"""The worker process loop: the only vecenv code that runs in workers.
+
+A worker hosts the envs ``[lo, hi)``. It builds them from cloudpickled
+factories, reports their spaces, attaches to the shared block and then loops:
+wait on its control slot, handle messages from its pipe, run the ops the parent
+wrote for its envs (step or reset), write observations, rewards and flags into
+shared memory, and publish the finished envs. Infos, terminal observations and
+errors go over the pipe only when there is something to send.
+
+Everything raised by an env is caught and reported with the env index, the
+exception type, its message and the formatted traceback; the worker itself only
+exits on ``close``, on a dead parent, or when it is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import traceback
+from dataclasses import dataclass
+from multiprocessing import parent_process
+from typing import Any, Dict, List, Optional, Tuple
+
+from vecenv import _core, _layout, _shm
+
+# How often an idle worker checks that its parent is still alive (seconds).
+PARENT_CHECK_S = 0.25
+
+AUTORESET_MODES = ("sb3", "next_step", "same_step", "disabled")
+
+
+@dataclass
+class WorkerSpec:
+    """Everything a worker needs; pickled to the worker at start."""
+
+    index: int
+    lo: int
+    hi: int
+    env_fns: bytes  # cloudpickle.dumps(list of factories for envs lo..hi-1)
+    parent_pid: int
+    spin_s: float
+    autoreset_mode: str = "sb3"
+
+
+def error_payload(exc: BaseException, env_index: Optional[int], where: str) -> Dict[str, Any]:
+    """A picklable report of ``exc``; the parent turns it into a WorkerError."""
+    return {
+        "env_index": env_index,
+        "where": where,
+        "exc_type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "message": str(exc),
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        "observation_error": isinstance(exc, _ObservationMismatch),
+    }
+
+
+class _ObservationMismatch(ValueError):
+    pass
+
+
+def to_gymnasium(env):
+    """Return ``env`` as a gymnasium env: legacy ``gym`` (0.26 API) envs are
+    wrapped by shimmy's converter when gym and shimmy are installed."""
+    import gymnasium
+
+    if isinstance(env, gymnasium.Env):
+        return env
+    gym_env_type = None
+    try:  # pragma: no cover - needs the legacy-gym extra
+        import gym
+
+        gym_env_type = gym.Env
+    except Exception:
+        pass
+    if gym_env_type is not None and isinstance(env, gym_env_type):  # pragma: no cover
+        try:
+            from shimmy import GymV26CompatibilityV0
+        except ImportError as exc:
+            raise TypeError(
+                "this env is a legacy gym env; install vecenv[legacy-gym] (gym and shimmy) "
+                "to convert it to gymnasium"
+            ) from exc
+        return GymV26CompatibilityV0(env=env)
+    if hasattr(env, "step") and hasattr(env, "reset") and hasattr(env, "observation_space"):
+        return env  # duck-typed gymnasium-style env
+    raise TypeError(f"the env factory returned {type(env).__name__}, not a gymnasium.Env")
+
+
+class _Parent:
+    """Detects the death of the parent process (checked while idle)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.ppid = os.getppid()
+        self.proc = parent_process()
+
+    def alive(self) -> bool:
+        if os.getppid() != self.ppid:
+            return False
+        if self.ppid == self.pid:
+            return True
+        try:  # forkserver: our parent is the server, not the vec env's process
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+
+def _recv(conn, parent: _Parent):
+    """Receive one message, giving up (None) if the parent dies meanwhile."""
+    while not conn.poll(PARENT_CHECK_S):
+        if not parent.alive():
+            return None
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return None
+
+
+def _send(conn, msg) -> bool:
+    try:
+        conn.send(msg)
+        return True
+    except (BrokenPipeError, EOFError, OSError):
+        return False
+
+
+def worker_main(spec: WorkerSpec, conn) -> None:
+    """Entry point of a worker process."""
+    # The parent handles Ctrl-C and shuts workers down: one traceback, not N.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = _Parent(spec.parent_pid)
+    envs: List[Any] = []
+    try:
+        _run(spec, conn, parent, envs)
+    finally:
+        for env in envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+        try:
+            conn.close()
+        except Exception:
+            pass
+
+
+def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
+    # 1. Build the envs.
+    try:
+        fns = pickle.loads(spec.env_fns)
+    except BaseException as exc:
+        _send(conn, ("error", error_payload(exc, spec.lo, "unpickling the env factories")))
+        return
+    for k, fn in enumerate(fns):
+        try:
+            envs.append(to_gymnasium(fn()))
+        except BaseException as exc:
+            _send(conn, ("error", error_payload(exc, spec.lo + k, "creating the env")))
+            return
+    obs_space, act_space = envs[0].observation_space, envs[0].action_space
+    for k, env in enumerate(envs[1:], 1):
+        if env.observation_space != obs_space or env.action_space != act_space:
+            exc = ValueError(
+                f"env {spec.lo + k} has spaces ({env.observation_space}, {env.action_space}), "
+                f"env {spec.lo} has ({obs_space}, {act_space}); all envs must share their spaces"
+            )
+            _send(conn, ("error", error_payload(exc, spec.lo + k, "checking spaces")))
+            return
+    if not _send(conn, ("spaces", obs_space, act_space, [_metadata(e) for e in envs[:1]])):
+        return
+
+    # 2. Attach to the shared block.
+    msg = _recv(conn, parent)
+    if msg is None or msg[0] != "attach":
+        return
+    _, handle, layout = msg
+    block = _shm.attach(handle, layout.nbytes)
+    loop = _Loop(spec, conn, parent, envs, block, layout)
+    try:
+        if not _send(conn, ("attached", os.getpid())):
+            return
+        loop.run()
+    finally:
+        loop.release()
+
+
+def _metadata(env) -> Dict[str, Any]:
+    md = dict(getattr(env, "metadata", {}) or {})
+    md["render_mode"] = getattr(env, "render_mode", None)
+    spec = getattr(env, "spec", None)
+    md["env_spec_id"] = getattr(spec, "id", None)
+    return md
+
+
+class _Loop:
+    def __init__(self, spec: WorkerSpec, conn, parent, envs, block, layout):
+        self.spec = spec
+        self.conn = conn
+        self.parent = parent
+        self.envs = envs
+        self.block = block
+        self.layout = layout
+        env_worker = [0] * layout.num_envs  # only used by the parent's dispatch
+        self.ctrl = _core.Control(block, layout.num_envs, layout.num_workers, env_worker)
+        acts, obs, rew, term, trunc = layout.views(block)
+        self.rewards, self.terminated, self.truncated = rew, term, trunc
+        self.writer = _core.LeafWriter(obs)
+        obs_space, act_space = envs[0].observation_space, envs[0].action_space
+        self.flatten_obs = _layout.make_flattener(obs_space)
+        self.read_action = _layout.make_action_reader(layout.action_leaves, act_space, acts)
+        self.obs_leaves = layout.obs_leaves
+        self.reset_kwargs: Dict[int, Dict[str, Any]] = {}
+        self.needs_reset = [False] * len(envs)  # next_step autoreset
+        self.mode = spec.autoreset_mode
+        self._views = (acts, obs, rew, term, trunc)
+        # Pre-fault this worker's rows so the first step does not page-fault.
+        for buf in (*obs, rew, term, trunc):
+            buf[spec.lo : spec.hi].fill(0)
+
+    def release(self):
+        self.writer = None
+        self.read_action = None
+        self._views = None
+        self.rewards = self.terminated = self.truncated = None
+        self.ctrl = None
+        try:
+            self.block.close()
+        except BufferError:
+            pass
+
+    def run(self) -> None:
+        spec, ctrl = self.spec, self.ctrl
+        seq = 0
+        handled = 0
+        while True:
+            s = ctrl.worker_wait(spec.index, seq, spec.spin_s, PARENT_CHECK_S)
+            if s < 0:
+                if not self.parent.alive():
+                    return
+                continue
+            seq = s
+            posted = ctrl.message_seq(spec.index)
+            while handled != posted:
+                handled = (handled + 1) & 0xFFFFFFFF
+                msg = _recv(self.conn, self.parent)
+                if msg is None or not self.handle_message(msg):
+                    return
+            ops = ctrl.take_ops(spec.lo, spec.hi)
+            if ops:
+                self.run_round(ops)
+
+    # ------------------------------------------------------------------ ops
+    def run_round(self, ops: List[Tuple[int, int]]) -> None:
+        lo = self.spec.lo
+        infos: Dict[int, Any] = {}
+        errors: Dict[int, Any] = {}
+        statuses = []
+        done_envs = []
+        for i, op in ops:
+            try:
+                info = self._step(i, i - lo) if op == _core.OP_STEP else self._reset(i, i - lo)
+            except BaseException as exc:
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                where = "step" if op == _core.OP_STEP else "reset"
+                errors[i] = error_payload(exc, i, where)
+                statuses.append(_core.STATUS_ERROR)
+            else:
+                if info:
+                    infos[i] = info
+                    statuses.append(_core.STATUS_INFO)
+                else:
+                    statuses.append(_core.STATUS_OK)
+            done_envs.append(i)
+        msg = None
+        if infos or errors:
+            msg = ("round", infos, errors)
+            try:
+                payload = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:
+                for i in list(infos):
+                    errors[i] = error_payload(exc, i, "pickling the info dict")
+                    statuses[done_envs.index(i)] = _core.STATUS_ERROR
+                payload = pickle.dumps(("round", {}, errors), protocol=pickle.HIGHEST_PROTOCOL)
+        self.ctrl.publish(done_envs, statuses)
+        if msg is not None:
+            self.conn.send_bytes(payload)
+
+    def _write_obs(self, i: int, obs) -> None:
+        try:
+            leaves = self.flatten_obs(obs)
+            self.writer.write(i, leaves)
+        except ValueError as exc:
+            raise _ObservationMismatch(
+                f"env {i} returned an observation that does not match observation_space: {exc} "
+                f"(leaves: {[(leaf.name, leaf.shape, str(leaf.dtype)) for leaf in self.obs_leaves]})"
+            ) from None
+
+    def _step(self, i: int, k: int):
+        env = self.envs[k]
+        if self.needs_reset[k]:
+            self.needs_reset[k] = False
+            obs, info = env.reset()
+            self._write_obs(i, obs)
+            self.rewards[i] = 0.0
+            self.terminated[i] = False
+            self.truncated[i] = False
+            return info
+        obs, reward, terminated, truncated, info = env.step(self.read_action(i))
+        if terminated or truncated:
+            mode = self.mode
+            if mode == "sb3":
+                info = dict(info)
+                info["terminal_observation"] = obs
+                info["TimeLimit.truncated"] = bool(truncated and not terminated)
+                obs, _ = env.reset()
+            elif mode == "same_step":
+                final_obs, final_info = obs, info
+                obs, info = env.reset()
+                info = dict(info)
+                info["final_obs"] = final_obs
+                info["final_info"] = final_info
+            elif mode == "next_step":
+                self.needs_reset[k] = True
+        self._write_obs(i, obs)
+        self.rewards[i] = reward
+        self.terminated[i] = terminated
+        self.truncated[i] = truncated
+        return info
+
+    def _reset(self, i: int, k: int):
+        kwargs = self.reset_kwargs.pop(i, None) or {}
+        self.needs_reset[k] = False
+        obs, info = self.envs[k].reset(**kwargs)
+        self._write_obs(i, obs)
+        self.rewards[i] = 0.0
+        self.terminated[i] = False
+        self.truncated[i] = False
+        return info
+
+    # ------------------------------------------------------------- messages
+    def handle_message(self, msg) -> bool:
+        """Handle one parent message; False means exit."""
+        kind = msg[0]
+        if kind == "close":
+            for env in self.envs:
+                try:
+                    env.close()
+                except Exception:
+                    pass
+            self.envs.clear()
+            _send(self.conn, ("closed",))
+            return False
+        if kind == "reset_kwargs":
+            self.reset_kwargs.update(msg[1])
+            return True
+        if kind == "call":
+            _, what, name, args, kwargs, env_ids = msg
+            results = []
+            for i in env_ids:
+                env = self.envs[i - self.spec.lo]
+                try:
+                    results.append(("ok", self._call(env, what, name, args, kwargs)))
+                except BaseException as exc:
+                    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                        raise
+                    results.append(("error", error_payload(exc, i, f"{what}({name!r})")))
+            try:
+                return _send(self.conn, ("result", results))
+            except Exception as exc:  # unpicklable result
+                err = error_payload(
+                    exc, env_ids[0] if env_ids else None, f"sending {what}({name!r})"
+                )
+                return _send(self.conn, ("result", [("error", err)] * len(env_ids)))
+        raise RuntimeError(f"unknown message {kind!r} from the parent")
+
+    @staticmethod
+    def _call(env, what, name, args, kwargs):
+        if what == "get_attr":
+            getter = getattr(env, "get_wrapper_attr", None)
+            return getter(name) if getter is not None else getattr(env, name)
+        if what == "set_attr":
+            setter = getattr(env, "set_wrapper_attr", None)
+            if setter is not None:
+                setter(name, args[0])
+            else:
+                setattr(env, name, args[0])
+            return None
+        if what == "env_method":
+            getter = getattr(env, "get_wrapper_attr", None)
+            method = getter(name) if getter is not None else getattr(env, name)
+            return method(*args, **kwargs)
+        if what == "render":
+            return env.render()
+        if what == "is_wrapped":
+            from gymnasium import Wrapper
+
+            e = env
+            while isinstance(e, Wrapper):
+                if isinstance(e, args[0]):
+                    return True
+                e = e.env
+            return False
+        raise ValueError(f"unknown call kind {what!r}")

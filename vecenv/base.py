@@ -1,0 +1,129 @@
+"""The abstract vectorized-env API (parent side).
+
+The interface of OpenAI baselines' ``VecEnv`` (see ``ShmemVecEnv`` in
+baselines' ``vec_env``), extended with what stable-baselines3 users expect
+(``seed``, ``env_method``, ``get_attr``, ``set_attr``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, List, Optional, Sequence, Union
+
+import numpy as np
+
+Indices = Union[None, int, Sequence[int]]
+
+
+class VecEnv(ABC):
+    """A batch of ``num_envs`` environments stepped together.
+
+    Attributes
+    ----------
+    num_envs : int
+        Number of environments.
+    observation_space, action_space : gymnasium.spaces.Space
+        The spaces of one environment (not batched), as in baselines.
+    """
+
+    def __init__(self, num_envs: int, observation_space, action_space):
+        self.num_envs = num_envs
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+    @abstractmethod
+    def reset(self):
+        """Reset every env; return the batch of first observations."""
+
+    @abstractmethod
+    def step_async(self, actions) -> None:
+        """Start a step of every env with ``actions`` (one per env)."""
+
+    @abstractmethod
+    def step_wait(self):
+        """Wait for the step started by :meth:`step_async`; return
+        ``(observations, rewards, dones, infos)``."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release every resource. Safe to call more than once."""
+
+    @abstractmethod
+    def get_images(self) -> List[np.ndarray]:
+        """One RGB frame per env, from each env's ``render()``."""
+
+    @abstractmethod
+    def env_method(
+        self, method_name: str, *method_args, indices: Indices = None, **method_kwargs
+    ) -> List[Any]:
+        """Call ``method_name`` on the envs ``indices``; return their results."""
+
+    @abstractmethod
+    def get_attr(self, attr_name: str, indices: Indices = None) -> List[Any]:
+        """Return attribute ``attr_name`` of the envs ``indices``."""
+
+    @abstractmethod
+    def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
+        """Set attribute ``attr_name`` to ``value`` on the envs ``indices``."""
+
+    @abstractmethod
+    def seed(self, seed: Optional[int] = None) -> List[Optional[int]]:
+        """Seed env ``i`` with ``seed + i`` at the next :meth:`reset`."""
+
+    def step(self, actions):
+        """Step every env with ``actions``: :meth:`step_async` then :meth:`step_wait`."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def render(self, mode: str = "rgb_array"):
+        """Render every env and tile the frames into one image.
+
+        Parameters
+        ----------
+        mode : {"rgb_array"}
+            Only ``"rgb_array"`` is supported: the envs must have been made
+            with ``render_mode="rgb_array"``.
+
+        Returns
+        -------
+        numpy.ndarray, shape (H * rows, W * cols, 3), uint8
+            The frames of all envs on a near-square grid, row-major.
+        """
+        from vecenv.errors import InvalidArgumentError
+
+        if mode != "rgb_array":
+            raise InvalidArgumentError(f"render(mode={mode!r}): only mode='rgb_array' is supported")
+        return tile_images(self.get_images())
+
+    @property
+    def unwrapped(self) -> VecEnv:
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def tile_images(images: Sequence[np.ndarray]) -> np.ndarray:
+    """Tile N images of equal shape (H, W, C) on a near-square grid.
+
+    Returns an array of shape (H * rows, W * cols, C) with ``cols =
+    ceil(sqrt(N))``; missing cells are black. Raises ValueError on no images
+    or unequal shapes.
+    """
+    from vecenv.errors import InvalidArgumentError
+
+    imgs = [np.asarray(img) for img in images]
+    if not imgs or any(img is None or img.ndim != 3 for img in imgs):
+        raise InvalidArgumentError("render needs one (H, W, C) frame per env; got none or None")
+    if any(img.shape != imgs[0].shape for img in imgs):
+        raise InvalidArgumentError(f"frames differ in shape: {sorted({img.shape for img in imgs})}")
+    n = len(imgs)
+    h, w, c = imgs[0].shape
+    cols = int(np.ceil(np.sqrt(n)))
+    rows = int(np.ceil(n / cols))
+    grid = np.zeros((rows * cols, h, w, c), dtype=imgs[0].dtype)
+    grid[:n] = imgs
+    return grid.reshape(rows, cols, h, w, c).transpose(0, 2, 1, 3, 4).reshape(rows * h, cols * w, c)

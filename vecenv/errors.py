@@ -1,0 +1,116 @@
+"""Exceptions raised by vecenv (parent side).
+
+Every exception derives from :class:`VecEnvError` and also from the builtin
+that matches its kind (``RuntimeError``, ``TimeoutError``, ``ValueError``), so
+callers can catch either.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+
+class VecEnvError(Exception):
+    """Base class of every error raised by vecenv."""
+
+
+class StateError(VecEnvError, RuntimeError):
+    """A method was called in a state that does not allow it.
+
+    Examples: ``step_wait()`` without a pending ``step_async()``, ``step_async()``
+    twice, or any call after ``close()``. The message names the method, the
+    pending call and what to call instead.
+    """
+
+
+class ClosedError(StateError):
+    """The vectorized environment was already closed."""
+
+
+class InvalidArgumentError(VecEnvError, ValueError):
+    """An argument (actions, env indices, options) is malformed.
+
+    Raised before anything is sent to a worker; the message names the argument,
+    the expected value and the actual one.
+    """
+
+
+class SpaceError(InvalidArgumentError):
+    """A space cannot be laid out in fixed shared memory (Text, Graph, Sequence...)
+    or the envs of one vectorized env disagree on their spaces."""
+
+
+class WorkerError(VecEnvError, RuntimeError):
+    """An environment raised an exception inside a worker process.
+
+    Attributes
+    ----------
+    env_index : int or None
+        Index of the env (0 <= env_index < num_envs) that failed, or None when
+        the failure is not tied to one env.
+    exc_type : str
+        Qualified name of the exception type raised in the worker.
+    worker_traceback : str
+        The formatted traceback from the worker process.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        env_index: Optional[int] = None,
+        exc_type: str = "",
+        worker_traceback: str = "",
+    ):
+        super().__init__(message)
+        self.env_index = env_index
+        self.exc_type = exc_type
+        self.worker_traceback = worker_traceback
+
+
+class ObservationError(WorkerError):
+    """An env returned an observation that does not match its observation space
+    (wrong shape, dtype or structure). Never silently cast."""
+
+
+class WorkerDiedError(WorkerError):
+    """A worker process exited (crash, signal, ``os._exit``, OOM kill).
+
+    Attributes
+    ----------
+    env_indices : tuple of int
+        The envs hosted by the dead worker.
+    exitcode : int or None
+        The process exit code; negative values are ``-signal``.
+    """
+
+    def __init__(self, message: str, *, env_indices: Sequence[int] = (), exitcode=None):
+        super().__init__(message, env_index=env_indices[0] if env_indices else None)
+        self.env_indices = tuple(env_indices)
+        self.exitcode = exitcode
+
+
+class VecEnvTimeoutError(VecEnvError, TimeoutError):
+    """Envs did not answer within the configured timeout.
+
+    Attributes
+    ----------
+    env_indices : tuple of int
+        The envs that had not answered when the deadline passed.
+    """
+
+    def __init__(self, message: str, *, env_indices: Sequence[int] = ()):
+        super().__init__(message)
+        self.env_indices = tuple(env_indices)
+
+
+class RemoteTraceback(Exception):
+    """Carries a worker's formatted traceback as the ``__cause__`` of a
+    :class:`WorkerError`, so that both sides show in one report."""
+
+    def __init__(self, tb: str):
+        super().__init__(tb)
+        self.tb = tb
+
+    def __str__(self) -> str:
+        return "\n\n--- traceback in the worker process ---\n" + self.tb
