@@ -411,12 +411,14 @@ cdef class Control:
         cdef uint32_t base_ticket, ti
         cdef int64_t* order = self.order
         with nogil:
-            # Tickets wrap around: order them relative to the oldest one.
-            base_ticket = ve_load(self.ticket_counter)
             for i in range(self.num_envs):
                 if self.ready[i]:
                     order[m] = i
                     m += 1
+            # Tickets wrap around: key = ticket - (newest + 1) modulo 2**32 puts
+            # the oldest first. Read the counter after the scan so every ticket
+            # seen is at most the newest.
+            base_ticket = ve_load(self.ticket_counter) + 1
         if m < k:
             raise ValueError(f"collect({k}) with only {m} envs published")
         with nogil:
@@ -638,9 +640,10 @@ cdef cnp.ndarray _convert_scalar_like(object x, object dt, tuple shape, Py_ssize
         raise ValueError(f"leaf {j}: shape {a.shape}, expected {shape}")
     if a.dtype == dt:
         return np.ascontiguousarray(a)
-    if a.dtype.kind not in "biuf" or not np.can_cast(a.dtype, dt, casting="same_kind"):
+    both_int = a.dtype.kind in "iu" and dt.kind in "iu"
+    if a.dtype.kind not in "biuf" or not (both_int or np.can_cast(a.dtype, dt, casting="same_kind")):
         raise ValueError(f"leaf {j}: dtype {a.dtype}, expected {dt}")
-    b = np.ascontiguousarray(a.astype(dt))
+    b = a.astype(dt, order="C")
     if dt.kind in "biu" and not np.array_equal(b, a):
         raise ValueError(f"leaf {j}: value {a!r} is not representable as {dt}")
     return b

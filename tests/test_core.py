@@ -1,0 +1,281 @@
+"""The Cython kernels of vecenv._core against NumPy references."""
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from vecenv import _core
+
+DTYPES = [
+    np.float16,
+    np.float32,
+    np.float64,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.bool_,
+]
+
+
+def _block(nbytes):
+    fd = os.memfd_create("vecenv-test")
+    try:
+        os.ftruncate(fd, nbytes)
+        return _core.SharedBlock(fd, nbytes)
+    finally:
+        os.close(fd)
+
+
+def _bytes2d(a):
+    return a.reshape(a.shape[0], -1).view(np.uint8)
+
+
+# ------------------------------------------------------------------ SharedBlock
+
+
+def test_shared_block_views_and_close():
+    block = _block(8192)
+    view = np.frombuffer(block, dtype=np.uint8)
+    assert view.shape == (8192,) and not view.any()
+    view[:5] = 7
+    again = np.frombuffer(block, dtype=np.uint8)
+    assert again[:5].tolist() == [7] * 5
+    with pytest.raises(BufferError):
+        block.close()  # views still alive
+    del view, again
+    block.close()
+    block.close()  # twice is fine
+    assert block.closed
+    with pytest.raises(ValueError, match="closed"):
+        np.frombuffer(block, dtype=np.uint8)
+
+
+def test_shared_block_rejects_bad_size():
+    with pytest.raises(ValueError, match="size"):
+        _core.SharedBlock(0, 0)
+
+
+def test_shared_block_is_shared_between_mappings():
+    fd = os.memfd_create("vecenv-test")
+    os.ftruncate(fd, 4096)
+    a, b = _core.SharedBlock(fd, 4096), _core.SharedBlock(fd, 4096)
+    os.close(fd)
+    np.frombuffer(a, dtype=np.int64)[3] = 42
+    assert np.frombuffer(b, dtype=np.int64)[3] == 42
+
+
+# ------------------------------------------------------------------ LeafWriter
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(), (1,), (3,), (2, 5), (4, 3, 2)])
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_leaf_writer_matches_numpy(dtype, shape, num_envs):
+    rng = np.random.default_rng(0)
+    buf = np.zeros((num_envs, *shape), dtype)
+    writer = _core.LeafWriter([buf])
+    expected = np.zeros_like(buf)
+    for env in range(num_envs):
+        value = (rng.random(shape) * 100).astype(dtype)
+        writer.write(env, [value])
+        expected[env] = value
+    np.testing.assert_array_equal(buf, expected)
+
+
+def test_leaf_writer_several_leaves_and_noncontiguous_source():
+    a = np.zeros((2, 3, 4), np.float32)
+    b = np.zeros((2,), np.int64)
+    writer = _core.LeafWriter([a, b])
+    src = np.arange(24, dtype=np.float32).reshape(3, 8)[:, ::2]  # strided (3, 4)
+    assert not src.flags.c_contiguous
+    writer.write(1, [src, np.int64(9)])
+    np.testing.assert_array_equal(a[1], src)
+    assert b.tolist() == [0, 9]
+    writer.write(0, [src[::-1], 5])  # negative strides, python int
+    np.testing.assert_array_equal(a[0], src[::-1])
+    assert b.tolist() == [5, 9]
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        (np.zeros((3,), np.float64), "dtype float64, expected float32"),
+        (np.zeros((4,), np.float32), r"shape \(4,\), expected \(3,\)"),
+        (np.zeros((3, 1), np.float32), r"shape \(3, 1\), expected \(3,\)"),
+        ("abc", "leaf 0"),
+    ],
+)
+def test_leaf_writer_refuses_mismatch(value, match):
+    writer = _core.LeafWriter([np.zeros((2, 3), np.float32)])
+    with pytest.raises(ValueError, match=match):
+        writer.write(0, [value])
+
+
+def test_leaf_writer_scalars_must_be_representable():
+    buf = np.zeros((1,), np.uint8)
+    writer = _core.LeafWriter([buf])
+    writer.write(0, [200])
+    assert buf[0] == 200
+    with pytest.raises(ValueError, match="not representable"):
+        writer.write(0, [300])
+    with pytest.raises(ValueError, match="dtype"):
+        writer.write(0, [1.5])
+
+
+def test_leaf_writer_checks_arguments():
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _core.LeafWriter([np.zeros((4, 4))[:, ::2]])
+    ro = np.zeros((2, 2))
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        _core.LeafWriter([ro])
+    writer = _core.LeafWriter([np.zeros((2, 2))])
+    with pytest.raises(ValueError, match="outside"):
+        writer.write(2, [np.zeros(2)])
+    with pytest.raises(ValueError, match="expected 1 observation leaves"):
+        writer.write(0, [np.zeros(2), np.zeros(2)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrays=st.lists(
+        hnp.arrays(
+            dtype=st.sampled_from([np.dtype(d) for d in DTYPES]),
+            shape=hnp.array_shapes(min_dims=0, max_dims=3, max_side=4),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    num_envs=st.integers(1, 4),
+    env=st.integers(0, 3),
+)
+def test_leaf_writer_random_nested_layouts(arrays, num_envs, env):
+    env = env % num_envs
+    bufs = [np.zeros((num_envs, *a.shape), a.dtype) for a in arrays]
+    _core.LeafWriter(bufs).write(env, arrays)
+    for buf, a in zip(bufs, arrays):
+        np.testing.assert_array_equal(buf[env], a)
+        others = np.delete(buf, env, axis=0)
+        assert not others.astype(bool).any()
+
+
+# ------------------------------------------------------------------ row copies
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", [0, 1, 3, 7])
+def test_gather_and_scatter_match_numpy(dtype, k):
+    rng = np.random.default_rng(k)
+    src = (rng.random((7, 3, 2)) * 50).astype(dtype)
+    ids = rng.permutation(7)[:k].astype(np.int64)
+    out = np.zeros((7, 3, 2), dtype)
+    _core.gather_rows(_bytes2d(src), ids, _bytes2d(out))
+    np.testing.assert_array_equal(out[:k], src[ids])
+    dst = np.zeros_like(src)
+    _core.scatter_rows(_bytes2d(src), ids, _bytes2d(dst))
+    expected = np.zeros_like(src)
+    expected[ids] = src[:k]
+    np.testing.assert_array_equal(dst, expected)
+
+
+def test_gather_accepts_read_only_source_and_refuses_bad_input():
+    src = np.arange(12, dtype=np.float64).reshape(4, 3)
+    src.flags.writeable = False
+    out = np.zeros((2, 3))
+    _core.gather_rows(_bytes2d(src), np.array([3, 0]), _bytes2d(out))
+    np.testing.assert_array_equal(out, src[[3, 0]])
+    with pytest.raises(ValueError, match="outside"):
+        _core.gather_rows(_bytes2d(src), np.array([4]), _bytes2d(out))
+    with pytest.raises(ValueError, match="need 3"):
+        _core.gather_rows(_bytes2d(src), np.array([0, 1, 2]), _bytes2d(out))
+    with pytest.raises(ValueError):  # non-contiguous rows
+        _core.gather_rows(
+            np.zeros((4, 8), np.uint8)[:, ::2], np.array([0]), np.zeros((1, 4), np.uint8)
+        )
+    with pytest.raises(ValueError, match="rows are"):
+        _core.gather_rows(_bytes2d(src), np.array([0]), np.zeros((1, 4), np.uint8))
+
+
+def test_check_int_range():
+    v = np.array([0, 3, 1, -1, 5], np.int64)
+    assert _core.check_int_range(v, -1, 6) == -1
+    assert _core.check_int_range(v, 0, 6) == 3
+    assert _core.check_int_range(v, 0, 5) == 3
+    assert _core.check_int_range(v[:3], 0, 3) == 1
+    assert _core.check_int_range(np.zeros(0, np.int64), 0, 1) == -1
+
+
+# ------------------------------------------------------------------ Control
+
+
+def _control(num_envs=6, num_workers=2):
+    block = _block(_core.control_nbytes(num_envs, num_workers))
+    env_worker = [i * num_workers // num_envs for i in range(num_envs)]
+    return block, _core.Control(block, num_envs, num_workers, env_worker, init=True)
+
+
+def test_control_dispatch_take_publish_collect_in_fifo_order():
+    block, ctl = _control()
+    ctl.dispatch(np.array([4, 1], np.int64), _core.OP_STEP)
+    assert ctl.take_ops(0, 3) == [(1, _core.OP_STEP)]
+    assert ctl.take_ops(3, 6) == [(4, _core.OP_STEP)]
+    assert ctl.take_ops(0, 6) == []  # ops are cleared once taken
+    ctl.publish([4], [_core.STATUS_INFO])
+    ctl.publish([1])
+    assert ctl.wait_ready(2, 0.0, 1.0) == 2
+    out = np.zeros(6, np.int64)
+    assert ctl.collect(1, out) == 1  # env 4 first (published first), flagged
+    assert out[0] == 4
+    assert ctl.published() == 1
+    assert ctl.collect(1, out) == 0
+    assert out[0] == 1
+    assert ctl.wait_ready(1, 0.0, 0.01) == -1  # nothing left: times out
+    with pytest.raises(ValueError, match="only 0"):
+        ctl.collect(1, out)
+
+
+def test_control_worker_wait_sees_dispatch_and_messages():
+    block, ctl = _control()
+    assert ctl.worker_wait(0, 0, 0.0, 0.01) == -1
+    ctl.dispatch_all(_core.OP_RESET)
+    seq = ctl.worker_wait(0, 0, 0.0, 1.0)
+    assert seq == 1
+    ctl.post_message(0)
+    assert ctl.worker_wait(0, seq, 0.0, 1.0) == 2
+    assert ctl.message_seq(0) == 1
+    assert ctl.message_seq(1) == 0
+    op, status, ready, ticket = ctl.arrays()
+    assert op.tolist() == [_core.OP_RESET] * 6
+
+
+def test_control_collect_all_counts_flagged():
+    block, ctl = _control(4, 1)
+    ctl.dispatch_all(_core.OP_STEP)
+    ctl.take_ops(0, 4)
+    ctl.publish([0, 1, 2, 3], [0, _core.STATUS_ERROR, 0, _core.STATUS_INFO])
+    assert ctl.wait_ready(4, 0.0, 1.0) == 4
+    assert ctl.collect_all() == 2
+    assert ctl.published() == 0
+
+
+def test_control_validates_arguments():
+    block, ctl = _control()
+    with pytest.raises(ValueError, match="outside"):
+        ctl.dispatch(np.array([6], np.int64), _core.OP_STEP)
+    with pytest.raises(ValueError, match="worker"):
+        ctl.worker_wait(2, 0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="env_worker"):
+        _core.Control(block, 6, 2, [0, 0, 0, 1, 1, 2])
+    with pytest.raises(ValueError, match="smaller"):
+        _core.Control(_block(64), 6, 2, [0] * 6)
+    with pytest.raises(ValueError, match="does not hold"):
+        _core.Control(block, 5, 2, [0] * 5)
