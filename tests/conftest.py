@@ -67,3 +67,15 @@ def _safe_name(p):
         return p.name()
     except psutil.Error:
         return "?"
+
+
+def pytest_collection_modifyitems(items):
+    # Test modules are imported by path (importlib mode), so a spawned worker
+    # could not import them by name: pickle their envs and helpers by value.
+    import cloudpickle
+
+    for module in {item.module for item in items if getattr(item, "module", None)}:
+        try:
+            cloudpickle.register_pickle_by_value(module)
+        except ValueError:
+            pass

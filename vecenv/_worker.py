@@ -243,13 +243,16 @@ class _Loop:
                     return
                 continue
             seq = s
+            # Take the ops first, then read the message count: the parent posts
+            # a message (reset kwargs, ...) before it dispatches the ops that
+            # depend on it, so every message those ops need is counted here.
+            ops = ctrl.take_ops(spec.lo, spec.hi)
             posted = ctrl.message_seq(spec.index)
             while handled != posted:
                 handled = (handled + 1) & 0xFFFFFFFF
                 msg = _recv(self.conn, self.parent)
                 if msg is None or not self.handle_message(msg):
                     return
-            ops = ctrl.take_ops(spec.lo, spec.hi)
             if ops:
                 self.run_round(ops)
 

@@ -1,0 +1,360 @@
+"""ShmemVecEnv end to end: trajectories, spaces, copies, the GIL, clean-up."""
+
+import functools
+import gc
+import os
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+from gymnasium import spaces
+from reference import assert_tree_equal, rollout_loop, stack
+
+import vecenv
+from vecenv.envs import CounterEnv, NoopEnv, SleepEnv
+
+pytestmark = pytest.mark.timeout(120)
+
+CONTEXTS = ["fork", "spawn"]
+
+
+def cartpole():
+    return gym.make("CartPole-v1")
+
+
+def _counter_fns(n):
+    return [functools.partial(CounterEnv, env_id=i, episode_length=3 + i % 3) for i in range(n)]
+
+
+def _compare_rollout(venv, env_fns, actions, seed):
+    first, steps = rollout_loop(env_fns, actions, seed)
+    venv.seed(seed)
+    assert_tree_equal(venv.reset(), first)
+    ends = 0
+    for acts, (obs, rews, dones, terminal) in zip(actions, steps):
+        v_obs, v_rews, v_dones, v_infos = venv.step(acts)
+        assert_tree_equal(v_obs, obs)
+        np.testing.assert_array_equal(v_rews, rews)
+        assert v_rews.dtype == np.float64
+        np.testing.assert_array_equal(v_dones, dones)
+        assert isinstance(v_infos, list) and len(v_infos) == venv.num_envs
+        for i, info in enumerate(v_infos):
+            if i in terminal:
+                ends += 1
+                assert_tree_equal(
+                    info["terminal_observation"], terminal[i][0], f"terminal obs of env {i}"
+                )
+                assert info["TimeLimit.truncated"] == terminal[i][1]
+            else:
+                assert "terminal_observation" not in info
+    return ends
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+@pytest.mark.parametrize("envs_per_worker", [1, 3])
+def test_cartpole_matches_plain_loop(context, envs_per_worker):
+    n = 5
+    env_fns = [cartpole] * n
+    rng = np.random.default_rng(1)
+    actions = rng.integers(0, 2, size=(80, n))
+    with vecenv.ShmemVecEnv(env_fns, envs_per_worker=envs_per_worker, context=context) as venv:
+        assert venv.observation_space == gym.make("CartPole-v1").observation_space
+        ends = _compare_rollout(venv, env_fns, actions, seed=123)
+    assert ends > 0, "episodes must end during the test so autoreset is covered"
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+@pytest.mark.parametrize("envs_per_worker", [1, 2])
+def test_dict_tuple_env_matches_plain_loop(context, envs_per_worker):
+    n = 5
+    env_fns = _counter_fns(n)
+    actions = np.random.default_rng(2).integers(0, 3, size=(12, n))
+    with vecenv.ShmemVecEnv(env_fns, envs_per_worker=envs_per_worker, context=context) as venv:
+        obs = venv.reset()
+        assert isinstance(obs, dict) and isinstance(obs["pair"], tuple)
+        assert obs["count"].shape == (n,) and obs["pair"][1].shape == (n, 2)
+        ends = _compare_rollout(venv, env_fns, actions, seed=7)
+    assert ends > 0
+
+
+class AllDtypesEnv(gym.Env):
+    """Box leaves of every dtype in a Dict, plus Discrete, MultiDiscrete and
+    MultiBinary; the observation encodes the step count."""
+
+    DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64"]
+    DTYPES += ["uint8", "uint16", "uint32", "uint64", "bool"]
+
+    def __init__(self):
+        boxes = {d: spaces.Box(0, 100, (2, 3), np.dtype(d)) for d in self.DTYPES if d != "bool"}
+        boxes["bool"] = spaces.Box(0, 1, (4,), np.bool_)
+        self.observation_space = spaces.Dict(
+            {
+                **boxes,
+                "discrete": spaces.Discrete(50),
+                "multi": spaces.MultiDiscrete([5, 6]),
+                "binary": spaces.MultiBinary(3),
+            }
+        )
+        self.action_space = spaces.Tuple((spaces.Discrete(3), spaces.Box(-1, 1, (2,), np.float32)))
+        self.t = 0
+
+    def _obs(self):
+        obs = {}
+        for d in self.DTYPES:
+            s = self.observation_space[d]
+            obs[d] = np.full(s.shape, self.t % 2 if d == "bool" else self.t, dtype=s.dtype)
+        obs["discrete"] = np.int64(self.t)
+        obs["multi"] = np.array([self.t % 5, self.t % 6], np.int64)
+        obs["binary"] = np.array([1, 0, self.t % 2], np.int8)
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        discrete, box = action
+        assert isinstance(box, np.ndarray) and box.dtype == np.float32
+        self.t += 1 + int(discrete)
+        return self._obs(), float(box.sum()), False, False, {}
+
+
+def test_every_dtype_round_trips():
+    env_fns = [AllDtypesEnv] * 3
+    actions = (np.array([0, 1, 2]), np.full((3, 2), 0.25, np.float32))
+    first, steps = rollout_loop(env_fns, [list(zip(*actions))] * 2, seed=0)
+    with vecenv.ShmemVecEnv(env_fns, envs_per_worker=2) as venv:
+        assert_tree_equal(venv.reset(), first)
+        for obs, rews, _, _ in steps:
+            v_obs, v_rews, _, _ = venv.step(actions)
+            assert_tree_equal(v_obs, obs)
+            np.testing.assert_array_equal(v_rews, rews)
+
+
+def test_copy_false_returns_views_valid_until_next_step():
+    with vecenv.ShmemVecEnv([NoopEnv] * 2, copy=False, num_workers=1) as venv:
+        obs = venv.reset()
+        assert not obs.flags.owndata
+        obs2, *_ = venv.step(np.zeros(2, np.int64))
+        assert np.shares_memory(obs, obs2)  # same shared rows, overwritten in place
+        del obs, obs2
+    with vecenv.ShmemVecEnv([NoopEnv] * 2, copy=True, num_workers=1) as venv:
+        a = venv.reset()
+        b, *_ = venv.step(np.zeros(2, np.int64))
+        assert a.flags.owndata and not np.shares_memory(a, b)
+
+
+def test_parent_thread_runs_while_waiting():
+    """The wait releases the GIL: a Python thread keeps counting meanwhile."""
+    fn = functools.partial(SleepEnv, fast_s=0.3, slow_s=0.3, slow_prob=0.0)
+    with vecenv.ShmemVecEnv([fn], spin=0.0) as venv:
+        venv.reset()
+        count = 0
+        stop = threading.Event()
+
+        def spin():
+            nonlocal count
+            while not stop.is_set():
+                count += 1
+
+        thread = threading.Thread(target=spin)
+        thread.start()
+        try:
+            start = time.perf_counter()
+            venv.step(np.zeros(1, np.int64))
+            waited = time.perf_counter() - start
+        finally:
+            stop.set()
+            thread.join()
+    assert waited >= 0.25
+    assert count > 10_000, f"the thread only counted to {count} while the parent waited"
+
+
+def _children():
+    def ours(p):
+        cmd = " ".join(p.cmdline())
+        return "forkserver" not in cmd and "resource_tracker" not in cmd
+
+    return [p for p in psutil.Process().children(recursive=True) if ours(p)]
+
+
+def test_close_is_idempotent_and_releases_everything():
+    fds_before = len(os.listdir("/proc/self/fd"))
+    venv = vecenv.ShmemVecEnv([NoopEnv] * 3, num_workers=2)
+    pids = [p.pid for p in _children()]
+    assert len(pids) == 2
+    venv.reset()
+    venv.close()
+    venv.close()
+    assert not any(
+        psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie" for pid in pids
+    )
+    assert len(os.listdir("/proc/self/fd")) <= fds_before
+    with pytest.raises(vecenv.ClosedError, match="after close"):
+        venv.reset()
+
+
+def test_garbage_collection_without_close_releases_workers():
+    venv = vecenv.ShmemVecEnv([NoopEnv] * 2, num_workers=2)
+    venv.reset()
+    procs = [psutil.Process(p.pid) for p in _children()]
+    del venv
+    gc.collect()
+    gone, alive = psutil.wait_procs(procs, timeout=10)
+    assert not alive
+
+
+def test_exception_in_parent_inside_with_block_cleans_up():
+    with pytest.raises(KeyError):
+        with vecenv.make("vecenv/Noop-v0", 2) as venv:
+            venv.reset()
+            raise KeyError("boom")
+    assert venv.closed
+
+
+def test_make_with_id_kwargs_and_vec_kwargs():
+    with vecenv.make("CartPole-v1", 3, max_episode_steps=4, envs_per_worker=3) as venv:
+        assert venv.num_envs == 3 and len(venv._ranges) == 1
+        venv.reset()
+        for _ in range(4):
+            _, _, dones, infos = venv.step(np.zeros(3, np.int64))
+        # Always pushing left ends CartPole after ~9 steps: here the time limit fires first.
+        assert dones.all()
+        assert all(info["TimeLimit.truncated"] for info in infos)
+
+
+def test_make_with_callable_and_wrappers():
+    with vecenv.make(NoopEnv, 2, wrappers=[gym.wrappers.RecordEpisodeStatistics]) as venv:
+        assert venv.env_is_wrapped(gym.wrappers.RecordEpisodeStatistics) == [True, True]
+    with pytest.raises(vecenv.InvalidArgumentError, match="string env_id"):
+        vecenv.make(NoopEnv, 2, foo=1)
+    with pytest.raises(vecenv.InvalidArgumentError, match="num_envs"):
+        vecenv.make("CartPole-v1", 0)
+
+
+class TextEnv(gym.Env):
+    observation_space = spaces.Dict({"x": spaces.Box(0, 1, (2,)), "text": spaces.Text(5)})
+    action_space = spaces.Discrete(2)
+
+
+def test_unsupported_space_is_refused_at_construction():
+    with pytest.raises(vecenv.SpaceError, match=r"observation_space\['text'\] is Text"):
+        vecenv.ShmemVecEnv([TextEnv])
+
+
+def test_spaces_argument_is_checked():
+    obs_space = spaces.Box(-1.0, 1.0, (4,), np.float32)
+    with vecenv.ShmemVecEnv([NoopEnv], spaces=(obs_space, spaces.Discrete(2))) as venv:
+        assert venv.action_space == spaces.Discrete(2)
+    with pytest.raises(vecenv.SpaceError, match="differ"):
+        vecenv.ShmemVecEnv([NoopEnv], spaces=(obs_space, spaces.Discrete(3)))
+
+
+def test_envs_with_different_spaces_are_refused():
+    fns = [NoopEnv, functools.partial(CounterEnv, 1)]
+    with pytest.raises(vecenv.VecEnvError, match="share their spaces"):
+        vecenv.ShmemVecEnv(fns, envs_per_worker=1)
+    with pytest.raises(vecenv.VecEnvError, match="share their spaces"):
+        vecenv.ShmemVecEnv(fns, envs_per_worker=2)
+
+
+def test_env_method_get_attr_set_attr_seed_and_render():
+    fns = [functools.partial(CounterEnv, i, render_mode="rgb_array") for i in range(3)]
+    with vecenv.ShmemVecEnv(fns, envs_per_worker=2) as venv:
+        assert venv.get_attr("env_id") == [0, 1, 2]
+        assert venv.get_attr("env_id", indices=[2, 0]) == [2, 0]
+        venv.set_attr("episode_length", 1, indices=1)
+        assert venv.get_attr("episode_length") == [5, 1, 5]
+        assert venv.seed(10) == [10, 11, 12]
+        venv.reset()
+        _, rews, dones, _ = venv.step(np.zeros(3, np.int64))
+        # CounterEnv shifts rewards by seed % 7: the seeds reached each env.
+        np.testing.assert_array_equal(rews, [0.5 + 10 % 7, 0.5 + 11 % 7, 0.5 + 12 % 7])
+        assert dones.tolist() == [False, True, False]
+        assert venv.env_method("render", indices=[0])[0].shape == (4, 6, 3)
+        frames = venv.get_images()
+        assert [int(f[0, 0, 0]) for f in frames] == [0, 1, 2]
+        tiled = venv.render()
+        assert tiled.shape == (8, 12, 3)  # 3 frames on a 2x2 grid
+        np.testing.assert_array_equal(tiled[:4, 6:], frames[1])
+        assert venv.reset_infos == [{"reset": True}] * 3
+
+
+def test_step_order_and_bad_actions_are_refused():
+    with vecenv.ShmemVecEnv([NoopEnv] * 2, num_workers=1) as venv:
+        with pytest.raises(vecenv.StateError, match="reset"):
+            venv.step_async(np.zeros(2, np.int64))
+        venv.reset()
+        with pytest.raises(vecenv.StateError, match="step_async"):
+            venv.step_wait()
+        with pytest.raises(vecenv.InvalidArgumentError, match="got 3 actions, expected 2"):
+            venv.step_async(np.zeros(3, np.int64))
+        with pytest.raises(
+            vecenv.InvalidArgumentError, match=r"actions\[1\]=2 is outside Discrete\(2\)"
+        ):
+            venv.step_async(np.array([0, 2]))
+        with pytest.raises(vecenv.InvalidArgumentError, match="NaN"):
+            venv.step_async(np.array([0.0, np.nan]))
+        venv.step_async([1, 0])
+        with pytest.raises(vecenv.StateError, match="step_wait"):
+            venv.step_async([1, 0])
+        obs, *_ = venv.step_wait()
+        assert obs.shape == (2, 4)
+
+
+@pytest.mark.parametrize("context", ["forkserver"])
+def test_forkserver_context(context):
+    with vecenv.ShmemVecEnv([cartpole] * 2, context=context) as venv:
+        obs = venv.reset()
+        assert obs.shape == (2, 4)
+        venv.step(np.ones(2, np.int64))
+
+
+def test_tuple_observation_like_the_seed():
+    class TupleEnv(gym.Env):
+        observation_space = spaces.Tuple((spaces.Box(0, 1, (2,), np.float32), spaces.Discrete(4)))
+        action_space = spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return (np.zeros(2, np.float32), 3), {}
+
+        def step(self, action):
+            return (np.ones(2, np.float32), int(action)), 0.0, False, False, {}
+
+    with vecenv.ShmemVecEnv([TupleEnv] * 2) as venv:
+        obs = venv.reset()
+        assert isinstance(obs, tuple) and obs[1].tolist() == [3, 3]
+        obs, *_ = venv.step(np.array([1, 0]))
+        assert_tree_equal(
+            obs,
+            stack([(np.ones(2, np.float32), np.int64(1)), (np.ones(2, np.float32), np.int64(0))]),
+        )
+
+
+def test_legacy_gym_env_through_shimmy():
+    gym_legacy = pytest.importorskip(
+        "gym", reason="the legacy-gym extra (gym, shimmy) is not installed"
+    )
+    pytest.importorskip("shimmy")
+
+    def make_legacy():
+        return gym_legacy.make("CartPole-v1")
+
+    with vecenv.ShmemVecEnv([make_legacy] * 2) as venv:
+        assert venv.reset().shape == (2, 4)
+
+
+def test_reset_kwargs_reach_the_envs_right_after_a_method_call():
+    """Regression: a worker that had just answered a call could run the next
+    reset before reading the seeds posted for it."""
+    fns = [functools.partial(CounterEnv, i) for i in range(3)]
+    with vecenv.ShmemVecEnv(fns, envs_per_worker=2) as venv:
+        for seed in range(20):
+            venv.set_attr("foo", seed, indices=[1])
+            venv.seed(seed)
+            venv.reset()
+            assert venv.get_attr("_shift") == [(seed + i) % 7 for i in range(3)]
