@@ -804,7 +804,7 @@ class ShmemVecEnv(VecEnv):
             Fewer than batch_size envs are in flight (nothing could complete
             the batch).
         """
-        self._guard("recv", State.RUNNING)
+        self._guard("recv", State.RUNNING, State.IDLE)
         k = self.batch_size
         pending = int(self._in_flight.sum())
         if pending < k:
