@@ -281,15 +281,16 @@ def make_action_writer(leaves: Sequence[Leaf], space: spaces.Space, argname: str
         else:
             checks.append(("floatbox", None, None))
 
+    wheres = [f"{argname}{leaf.name}" if leaf.path else argname for leaf in leaves]
+
     def write(actions, bufs, rows=None):
         n = bufs[0].shape[0] if rows is None else len(rows)
         try:
             values = flatten(actions)
         except ValueError as exc:
             raise InvalidArgumentError(f"{argname} does not match {space}: {exc}") from None
-        for leaf, value, buf, (kind, lo, hi) in zip(leaves, values, bufs, checks):
+        for leaf, value, buf, (kind, lo, hi), where in zip(leaves, values, bufs, checks, wheres):
             arr = value if type(value) is np.ndarray else np.asarray(value)
-            where = f"{argname}{leaf.name}" if leaf.path else argname
             expected = (n, *leaf.shape)
             if arr.shape != expected:
                 if arr.ndim >= 1 and arr.shape[0] != n:
@@ -299,7 +300,8 @@ def make_action_writer(leaves: Sequence[Leaf], space: spaces.Space, argname: str
                     )
                 raise InvalidArgumentError(f"{where}: shape {arr.shape}, expected {expected}")
             if kind != "floatbox":
-                _integral_check(arr, leaf, where)
+                if arr.dtype.kind not in "iu":
+                    _integral_check(arr, leaf, where)
             elif arr.dtype.kind not in "biuf":
                 raise InvalidArgumentError(f"{where}: dtype {arr.dtype}, expected a numeric dtype")
             dst = buf if rows is None else np.empty(expected, dtype=leaf.dtype)
@@ -316,7 +318,7 @@ def make_action_writer(leaves: Sequence[Leaf], space: spaces.Space, argname: str
                         f"{where}[{bad}]={arr.reshape(-1)[bad]} is outside {leaf.space} "
                         f"(valid: {lo}..{hi - 1})"
                     )
-                if not np.array_equal(dst, arr):
+                if arr.dtype != dst.dtype and not np.array_equal(dst, arr):
                     raise InvalidArgumentError(f"{where}: values do not fit {leaf.dtype}")
             elif kind in ("multidiscrete", "multibinary"):
                 bad_mask = (dst < lo) | (dst >= hi)
