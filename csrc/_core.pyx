@@ -480,6 +480,37 @@ cdef class Control:
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         return <Py_ssize_t>ve_load(&self._slot(worker)[2])
 
+    def command_seq(self, Py_ssize_t worker):
+        """Current cmd_seq of ``worker``: a (re)started worker waits for it to
+        change, so work dispatched to a dead predecessor is not replayed."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        return <Py_ssize_t>ve_load(&self._slot(worker)[0])
+
+    def forget(self, Py_ssize_t lo, Py_ssize_t hi):
+        """Parent, once the worker hosting envs ``[lo, hi)`` is dead (joined):
+        clear their op, status and ready bytes and take the published ones out
+        of ready_count. Returns how many were published and not yet collected.
+
+        Only valid when no live process writes these envs. A worker killed in
+        the few instructions between setting its ready bytes and adding to
+        ready_count would make this subtract too much; a stuck or crashing
+        env never stops there."""
+        if lo < 0 or hi > self.num_envs or lo > hi:
+            raise ValueError(f"[{lo}, {hi}) is not a range of envs in [0, {self.num_envs})")
+        cdef Py_ssize_t i
+        cdef uint32_t n = 0
+        with nogil:
+            for i in range(lo, hi):
+                self.op[i] = 0
+                self.status[i] = 0
+                if self.ready[i]:
+                    self.ready[i] = 0
+                    n += 1
+            if n:
+                ve_sub(self.nready, n)
+        return <Py_ssize_t>n
+
     def take_ops(self, Py_ssize_t lo, Py_ssize_t hi):
         """Worker: return ``[(env, op), ...]`` for envs in ``[lo, hi)`` with a
         pending op, and clear those op bytes."""

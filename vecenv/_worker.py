@@ -10,13 +10,21 @@ errors go over the pipe only when there is something to send.
 Everything raised by an env is caught and reported with the env index, the
 exception type, its message and the formatted traceback; the worker itself only
 exits on ``close``, on a dead parent, or when it is killed.
+
+Signals: SIGINT is ignored (the parent handles Ctrl-C and shuts the workers
+down). On Linux, a worker started by the vec env's own process from its main
+thread asks the kernel to SIGKILL it when that process dies
+(``PR_SET_PDEATHSIG``), so a worker stuck inside an env still goes away; every
+worker also checks its parent every ``PARENT_CHECK_S`` seconds while idle.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import signal
+import sys
 import traceback
 from dataclasses import dataclass
 from multiprocessing import parent_process
@@ -41,6 +49,8 @@ class WorkerSpec:
     parent_pid: int
     spin_s: float
     autoreset_mode: str = "sb3"
+    check_rewards: bool = False  # a non-finite reward is an error
+    pdeathsig: bool = False  # ask the kernel to kill us when the parent dies
 
 
 def error_payload(exc: BaseException, env_index: Optional[int], where: str) -> Dict[str, Any]:
@@ -52,11 +62,32 @@ def error_payload(exc: BaseException, env_index: Optional[int], where: str) -> D
         "message": str(exc),
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         "observation_error": isinstance(exc, _ObservationMismatch),
+        "reward_error": isinstance(exc, _RewardMismatch),
     }
 
 
 class _ObservationMismatch(ValueError):
     pass
+
+
+class _RewardMismatch(ValueError):
+    pass
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: have the kernel SIGKILL this process when its parent exits."""
+    if not sys.platform.startswith("linux"):  # pragma: no cover
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except Exception:  # pragma: no cover - no prctl: the idle checks remain
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def to_gymnasium(env):
@@ -131,7 +162,13 @@ def _send(conn, msg) -> bool:
 def worker_main(spec: WorkerSpec, conn) -> None:
     """Entry point of a worker process."""
     # The parent handles Ctrl-C and shuts workers down: one traceback, not N.
+    # The parent blocked SIGINT while starting us (the mask is inherited), so a
+    # Ctrl-C during start-up is discarded here instead of killing us midway.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if spec.pdeathsig and os.getppid() == spec.parent_pid:
+        _die_with_parent(spec.parent_pid)
     parent = _Parent(spec.parent_pid)
     envs: List[Any] = []
     try:
@@ -177,11 +214,22 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
     msg = _recv(conn, parent)
     if msg is None or msg[0] != "attach":
         return
-    _, handle, layout = msg
+    _, handle, layout, reset_ids = msg
     block = _shm.attach(handle, layout.nbytes)
     loop = _Loop(spec, conn, parent, envs, block, layout)
     try:
-        if not _send(conn, ("attached", os.getpid())):
+        # A restarted worker first resets the envs its parent holds (collected,
+        # not in flight), so their rows hold valid observations again.
+        infos = {}
+        for i in reset_ids:
+            try:
+                infos[i] = loop._reset(i, i - spec.lo)
+            except BaseException as exc:
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                _send(conn, ("error", error_payload(exc, i, "reset after a restart")))
+                return
+        if not _send(conn, ("attached", os.getpid(), infos)):
             return
         loop.run()
     finally:
@@ -216,7 +264,13 @@ class _Loop:
         self.reset_kwargs: Dict[int, Dict[str, Any]] = {}
         self.needs_reset = [False] * len(envs)  # next_step autoreset
         self.mode = spec.autoreset_mode
+        self.check_rewards = spec.check_rewards
         self._views = (acts, obs, rew, term, trunc)
+        # A restarted worker picks up the counters where its predecessor left
+        # them: it waits for cmd_seq to change from its current value and
+        # handles only messages posted from now on (its pipe is new).
+        self.seq = self.ctrl.command_seq(spec.index)
+        self.handled = self.ctrl.message_seq(spec.index)
         # Pre-fault this worker's rows so the first step does not page-fault.
         for buf in (*obs, rew, term, trunc):
             buf[spec.lo : spec.hi].fill(0)
@@ -234,8 +288,8 @@ class _Loop:
 
     def run(self) -> None:
         spec, ctrl = self.spec, self.ctrl
-        seq = 0
-        handled = 0
+        seq = self.seq
+        handled = self.handled
         while True:
             s = ctrl.worker_wait(spec.index, seq, spec.spin_s, PARENT_CHECK_S)
             if s < 0:
@@ -314,6 +368,10 @@ class _Loop:
             self.truncated[i] = False
             return info
         obs, reward, terminated, truncated, info = env.step(self.read_action(i))
+        if self.check_rewards and not _finite(reward):
+            raise _RewardMismatch(
+                f"env {i} returned reward {reward!r}; expected a finite float (check_rewards=True)"
+            )
         if terminated or truncated:
             mode = self.mode
             if mode == "sb3":
@@ -361,6 +419,8 @@ class _Loop:
         if kind == "reset_kwargs":
             self.reset_kwargs.update(msg[1])
             return True
+        if kind == "sync":  # the parent drops every message sent before this reply
+            return _send(self.conn, ("synced", msg[1]))
         if kind == "call":
             _, what, name, args, kwargs, env_ids = msg
             results = []
@@ -409,3 +469,10 @@ class _Loop:
                 e = e.env
             return False
         raise ValueError(f"unknown call kind {what!r}")
+
+
+def _finite(x) -> bool:
+    try:
+        return math.isfinite(x)
+    except TypeError:
+        return False

@@ -73,6 +73,11 @@ class ObservationError(WorkerError):
     (wrong shape, dtype or structure). Never silently cast."""
 
 
+class RewardError(WorkerError):
+    """An env returned a non-finite reward (NaN or inf) while the vec env was
+    built with ``check_rewards=True``."""
+
+
 class WorkerDiedError(WorkerError):
     """A worker process exited (crash, signal, ``os._exit``, OOM kill).
 

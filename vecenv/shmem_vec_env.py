@@ -12,6 +12,8 @@ from __future__ import annotations
 import enum
 import math
 import os
+import signal
+import threading
 import time
 import weakref
 from multiprocessing import connection as mp_connection
@@ -29,6 +31,7 @@ from vecenv.errors import (
     InvalidArgumentError,
     ObservationError,
     RemoteTraceback,
+    RewardError,
     SpaceError,
     StateError,
     VecEnvTimeoutError,
@@ -43,7 +46,9 @@ _SLICE_S = 0.1
 class State(enum.Enum):
     """Where the parent's state machine stands."""
 
-    NEEDS_RESET = "needs reset"  # built, or an env failed: call reset()
+    # Built, or a step failed (env error, dead or killed worker, timeout,
+    # Ctrl-C): call reset(), which restarts dead workers first.
+    NEEDS_RESET = "needs reset"
     IDLE = "idle"  # ready for step_async / send / reset
     STEP_PENDING = "step pending"  # step_async sent, step_wait not yet called
     RUNNING = "running"  # envs in flight (send/recv API)
@@ -191,8 +196,10 @@ class ShmemVecEnv(VecEnv):
         False: they are zero-copy views into shared memory, valid until the
         next ``step_async``, ``send``, ``reset`` or ``close``; copy to keep them.
     timeout : float, optional
-        Seconds to wait for a step or reset before raising
-        :class:`~vecenv.errors.VecEnvTimeoutError` (default: no limit).
+        Seconds to wait for a step, reset or method call before raising
+        :class:`~vecenv.errors.VecEnvTimeoutError` (default: no limit). The
+        workers that did not answer are killed and the vec env needs a
+        :meth:`reset`, which starts them again (or :meth:`close`).
     start_timeout : float
         Seconds to wait for workers to build their envs (default 300).
     spin : float, optional
@@ -210,6 +217,21 @@ class ShmemVecEnv(VecEnv):
         cores in order. Default: no pinning.
     daemon : bool
         Start workers as daemon processes (default True).
+    on_worker_death : {"raise", "restart"}
+        "raise" (default): a worker that dies during a step raises
+        :class:`~vecenv.errors.WorkerDiedError` and the vec env needs a
+        :meth:`reset` (which restarts the worker). "restart": the worker is
+        started again and its envs are reset; the step returns normally with
+        ``dones[i] = True``, ``truncated[i] = True`` and
+        ``infos[i]["TimeLimit.truncated"] = infos[i]["worker_restarted"] = True``
+        for each of its envs (at the next result of an env the caller holds).
+        Needs Linux (the memfd segment).
+    max_restarts : int
+        Most automatic restarts over the vec env's life (default 100); past
+        it, a death raises as with "raise". Restarts by :meth:`reset` do not count.
+    check_rewards : bool
+        Make a non-finite reward (NaN, inf) an error
+        (:class:`~vecenv.errors.RewardError` naming the env). Default False.
 
     Raises
     ------
@@ -238,6 +260,9 @@ class ShmemVecEnv(VecEnv):
         autoreset_mode: str = "sb3",
         cpu_affinity: Union[bool, Sequence[int], None] = None,
         daemon: bool = True,
+        on_worker_death: str = "raise",
+        max_restarts: int = 100,
+        check_rewards: bool = False,
     ):
         self._state = State.CLOSED  # until construction succeeds
         self._resources = _Resources()
@@ -266,6 +291,16 @@ class ShmemVecEnv(VecEnv):
                 raise InvalidArgumentError(
                     f"{name} must be a number of seconds >= 0 or None, got {v!r}"
                 )
+        if on_worker_death not in ("raise", "restart"):
+            raise InvalidArgumentError(
+                f"on_worker_death must be 'raise' or 'restart', got {on_worker_death!r}"
+            )
+        if (
+            not isinstance(max_restarts, (int, np.integer))
+            or isinstance(max_restarts, bool)
+            or max_restarts < 0
+        ):
+            raise InvalidArgumentError(f"max_restarts must be an int >= 0, got {max_restarts!r}")
         methods = ("fork", "spawn", "forkserver")
         if context is not None and context not in methods:
             raise InvalidArgumentError(f"context must be one of {methods} or None, got {context!r}")
@@ -288,9 +323,22 @@ class ShmemVecEnv(VecEnv):
         self._options: Dict[int, Any] = {}
         self.reset_infos: List[Dict[str, Any]] = [{} for _ in range(num_envs)]
         self._stash: Dict[int, Tuple[str, Any]] = {}
-
-        ctx = get_context(context)
-        self._start_workers(ctx, env_fns, daemon, start_timeout)
+        # Fault handling (see "Errors and fault handling" in the README).
+        self.on_worker_death = on_worker_death
+        self.max_restarts = int(max_restarts)
+        self.restart_count = 0  # automatic restarts so far
+        self.check_rewards = bool(check_rewards)
+        self._dead: set = set()  # workers dead or killed, not yet restarted
+        self._restarted: set = set()  # envs whose next result reports a restart
+        self._restart_infos: Dict[int, Any] = {}  # their reset infos
+        self._dirty = False  # a pipe may hold unread replies: resync at reset
+        self._reset_restarts: Optional[set] = None  # workers restarted by this reset()
+        self._pending_kwargs: Dict[int, Dict[str, Any]] = {}  # this reset's seeds/options
+        self._ctrl = None
+        self._ctx = get_context(context)
+        self._daemon = daemon
+        self._start_timeout = start_timeout
+        self._start_workers(self._ctx, env_fns, daemon, start_timeout)
         obs_space, act_space = self._spaces
         if spaces is not None and (spaces[0] != obs_space or spaces[1] != act_space):
             self.close()
@@ -358,33 +406,24 @@ class ShmemVecEnv(VecEnv):
 
     def _start_workers(self, ctx, env_fns, daemon, start_timeout):
         res = self._resources
+        self._specs = [
+            WorkerSpec(
+                index=w,
+                lo=lo,
+                hi=hi,
+                env_fns=cloudpickle.dumps(env_fns[lo:hi]),
+                parent_pid=os.getpid(),
+                spin_s=self.spin,
+                autoreset_mode=self.autoreset_mode,
+                check_rewards=self.check_rewards,
+            )
+            for w, (lo, hi) in enumerate(self._ranges)
+        ]
         try:
-            for w, (lo, hi) in enumerate(self._ranges):
-                spec = WorkerSpec(
-                    index=w,
-                    lo=lo,
-                    hi=hi,
-                    env_fns=cloudpickle.dumps(env_fns[lo:hi]),
-                    parent_pid=os.getpid(),
-                    spin_s=self.spin,
-                    autoreset_mode=self.autoreset_mode,
-                )
-                parent_conn, child_conn = ctx.Pipe(duplex=True)
-                proc = ctx.Process(
-                    target=worker_main,
-                    args=(spec, child_conn),
-                    name=f"vecenv-worker-{w}",
-                    daemon=daemon,
-                )
-                proc.start()
-                child_conn.close()
+            for w in range(len(self._ranges)):
+                proc, conn = self._spawn(w)
                 res.procs.append(proc)
-                res.conns.append(parent_conn)
-                if self._cores is not None:
-                    try:
-                        os.sched_setaffinity(proc.pid, {self._cores[w]})
-                    except OSError:
-                        pass
+                res.conns.append(conn)
             deadline = time.monotonic() + start_timeout
             spaces = None
             for w in range(len(self._ranges)):
@@ -405,6 +444,40 @@ class ShmemVecEnv(VecEnv):
         except BaseException:
             res.shutdown(timeout=1.0)
             raise
+
+    def _spawn(self, w: int):
+        """Start the process of worker ``w``; returns (process, parent's pipe end)."""
+        ctx = self._ctx
+        spec = self._specs[w]
+        spec.pdeathsig = (
+            ctx.get_start_method() in ("fork", "spawn")
+            and threading.current_thread() is threading.main_thread()
+        )
+        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        proc = ctx.Process(
+            target=worker_main,
+            args=(spec, child_conn),
+            name=f"vecenv-worker-{w}",
+            daemon=self._daemon,
+        )
+        # Children inherit the signal mask: with SIGINT blocked, a Ctrl-C that
+        # arrives while a worker boots is discarded there (worker_main ignores
+        # SIGINT, then unblocks it) and stays pending here until unblocked.
+        masked = hasattr(signal, "pthread_sigmask")
+        if masked:
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            proc.start()
+        finally:
+            if masked and signal.SIGINT not in old:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            child_conn.close()
+        if self._cores is not None:
+            try:
+                os.sched_setaffinity(proc.pid, {self._cores[w]})
+            except OSError:
+                pass
+        return proc, parent_conn
 
     def _attach(self, start_timeout):
         res = self._resources
@@ -434,7 +507,7 @@ class ShmemVecEnv(VecEnv):
         ]
         deadline = time.monotonic() + start_timeout
         for conn in res.conns:
-            conn.send(("attach", res.segment.handle, layout))
+            conn.send(("attach", res.segment.handle, layout, []))
         for w in range(num_workers):
             msg = self._recv(w, deadline, "attaching the workers")
             if msg[0] != "attached":
@@ -443,15 +516,26 @@ class ShmemVecEnv(VecEnv):
 
     # ------------------------------------------------------------ plumbing
     def _recv(self, w: int, deadline: Optional[float], what: str):
-        """Receive a message from worker ``w``; raise if it dies or the deadline passes."""
+        """Receive a message from worker ``w``.
+
+        Raises
+        ------
+        WorkerDiedError
+            The worker died first (the caller buries or restarts it).
+        VecEnvTimeoutError
+            ``deadline`` (a ``time.monotonic()`` value) passed; the worker was
+            killed, since a late reply would leave its pipe out of step.
+        """
         res = self._resources
         conn, proc = res.conns[w], res.procs[w]
         while True:
             left = _SLICE_S if deadline is None else min(_SLICE_S, deadline - time.monotonic())
             if left <= 0:
                 lo, hi = self._ranges[w]
+                self._bury(w)
                 raise VecEnvTimeoutError(
-                    f"envs {list(range(lo, hi))} (worker {w}) did not answer within the timeout while {what}",
+                    f"envs {list(range(lo, hi))} (worker {w}) did not answer within the "
+                    f"timeout while {what}{self._killed_hint([w])}",
                     env_indices=range(lo, hi),
                 )
             ready = mp_connection.wait([conn, proc.sentinel], timeout=left)
@@ -459,31 +543,226 @@ class ShmemVecEnv(VecEnv):
                 try:
                     return conn.recv()
                 except (EOFError, OSError):
-                    proc.join(0.5)
-                    raise self._died(w, what) from None
-            if proc.sentinel in ready:
-                proc.join(0.5)
-                raise self._died(w, what)
+                    pass
+            elif proc.sentinel not in ready:
+                continue
+            raise self._died(w, what)
+
+    def _post(self, w: int, msg) -> None:
+        """Put ``msg`` on worker ``w``'s pipe and tell the worker."""
+        try:
+            self._resources.conns[w].send(msg)
+        except OSError:  # BrokenPipeError and friends: the worker is gone
+            raise self._died(w, f"sending it a {msg[0]!r} message") from None
+        self._ctrl.post_message(w)
 
     def _died(self, w: int, what: str) -> WorkerDiedError:
         proc = self._resources.procs[w]
+        proc.join(1.0)
         lo, hi = self._ranges[w]
         code = proc.exitcode
-        how = (
-            f"was killed by signal {-code}"
-            if code is not None and code < 0
-            else f"exited with code {code}"
-        )
-        self._state = State.NEEDS_RESET
+        if code is None:
+            how = "closed its pipe"
+        elif code < 0:
+            try:
+                name = f" ({signal.Signals(-code).name})"
+            except ValueError:
+                name = ""
+            how = f"was killed by signal {-code}{name}"
+        else:
+            how = f"exited with code {code}"
+        hint = ""
+        if self._ctrl is not None:
+            hint = "; reset() starts it again with new envs, close() releases everything"
         return WorkerDiedError(
-            f"worker {w} (envs {list(range(lo, hi))}) {how} while {what}",
+            f"worker {w} (envs {list(range(lo, hi))}) {how} while {what}{hint}",
             env_indices=range(lo, hi),
             exitcode=code,
         )
 
+    def _killed_hint(self, workers) -> str:
+        if self._ctrl is None:
+            return ""
+        envs = [i for w in workers for i in range(*self._ranges[w])]
+        return (
+            f"; worker(s) {list(workers)} (envs {envs}) were killed: reset() starts them "
+            "again with new envs, close() releases everything"
+        )
+
+    def _bury(self, w: int) -> None:
+        """Make sure worker ``w`` is dead and reaped, and forget its envs: their
+        control bytes, published results, stashed messages and in-flight marks.
+        reset() or the restart policy starts it again."""
+        res = self._resources
+        proc = res.procs[w]
+        if proc.exitcode is None:
+            try:
+                proc.kill()
+            except Exception:
+                pass
+            proc.join(5.0)
+        try:
+            res.conns[w].close()
+        except Exception:
+            pass
+        if self._ctrl is None:  # still constructing: the caller shuts down
+            return
+        lo, hi = self._ranges[w]
+        self._ctrl.forget(lo, hi)
+        self._in_flight[lo:hi] = False
+        for i in range(lo, hi):
+            self._stash.pop(i, None)
+        self._dead.add(w)
+
+    def _dead_workers(self) -> List[int]:
+        """Workers that exited and are not yet known to be dead."""
+        return [
+            w
+            for w, proc in enumerate(self._resources.procs)
+            if w not in self._dead and proc.exitcode is not None
+        ]
+
+    def _on_deaths(self, dead: List[int], what: str) -> None:
+        """Workers ``dead`` died during ``what``: restart them, or bury them
+        and raise WorkerDiedError.
+
+        Inside reset() each worker may be restarted once (its envs are about to
+        be reset anyway); elsewhere only with ``on_worker_death="restart"``
+        and while ``restart_count`` stays within ``max_restarts``.
+        """
+        in_reset = self._reset_restarts is not None
+        if in_reset:
+            restart = not set(dead) & self._reset_restarts
+        else:
+            restart = (
+                self.on_worker_death == "restart"
+                and self.restart_count + len(dead) <= self.max_restarts
+            )
+        if not restart:
+            errors = [self._died(w, what) for w in dead]
+            for w in dead:
+                self._bury(w)
+            self._state = State.NEEDS_RESET
+            msg = "; ".join(str(e) for e in errors)
+            if not in_reset and self.on_worker_death == "restart":
+                msg += f" (max_restarts={self.max_restarts} reached)"
+            raise WorkerDiedError(
+                msg,
+                env_indices=[i for e in errors for i in e.env_indices],
+                exitcode=errors[0].exitcode,
+            )
+        for w in dead:
+            self._restart(w, report=not in_reset)
+            if in_reset:
+                self._reset_restarts.add(w)
+            else:
+                self.restart_count += 1
+
+    def _restart(self, w: int, *, report: bool) -> None:
+        """Start worker ``w`` again, with new envs built by its factories.
+
+        Its envs in flight get a reset op (their results complete the wait in
+        progress, with this reset's seeds and options if there are any). With
+        ``report``, the envs the caller holds are reset while the worker starts,
+        and each env of the worker reports the restart in its next result.
+
+        Raises
+        ------
+        WorkerError, WorkerDiedError, VecEnvTimeoutError
+            The new worker failed to start; it is buried and reset() may try again.
+        """
+        res = self._resources
+        lo, hi = self._ranges[w]
+        if not res.segment.handle.startswith("/proc/"):  # pragma: no cover - macOS
+            raise WorkerDiedError(
+                f"worker {w} (envs {list(range(lo, hi))}) is dead and cannot be restarted: "
+                "restarts need the Linux memfd segment; close() and build a new vec env",
+                env_indices=range(lo, hi),
+            )
+        lost = [i for i in range(lo, hi) if self._in_flight[i]]
+        held = [i for i in range(lo, hi) if not self._in_flight[i]] if report else []
+        self._bury(w)
+        proc, conn = self._spawn(w)
+        res.procs[w], res.conns[w] = proc, conn
+        what = f"restarting worker {w}"
+        deadline = time.monotonic() + self._start_timeout
+        try:
+            msg = self._recv(w, deadline, what)
+            if msg[0] == "error":
+                raise self._worker_error(msg[1])
+            if (msg[1], msg[2]) != self._spaces:
+                raise SpaceError(
+                    f"worker {w} came back with spaces ({msg[1]}, {msg[2]}), expected "
+                    f"({self._spaces[0]}, {self._spaces[1]})"
+                )
+            conn.send(("attach", res.segment.handle, self._layout, held))
+            msg = self._recv(w, deadline, what)
+            if msg[0] == "error":
+                raise self._worker_error(msg[1])
+        except BaseException:
+            self._bury(w)
+            self._state = State.NEEDS_RESET
+            raise
+        self._dead.discard(w)
+        if lost:
+            kws = {i: self._pending_kwargs[i] for i in lost if i in self._pending_kwargs}
+            if kws:
+                self._post(w, ("reset_kwargs", kws))
+            self._in_flight[lost] = True
+            self._ctrl.dispatch(np.asarray(lost, dtype=np.int64), _core.OP_RESET)
+        if report:
+            self._restarted.update(range(lo, hi))
+            self._restart_infos.update(msg[2])
+
+    def _report_restarts(self, ids, infos: List[Dict[str, Any]]) -> None:
+        """Mark the results of restarted envs among ``ids`` (row ``pos`` of
+        the batch is env ``ids[pos]``): done by truncation, with info flags."""
+        for pos, i in enumerate(ids):
+            i = int(i)
+            if i not in self._restarted:
+                continue
+            self._restarted.discard(i)
+            info = dict(infos[pos])
+            info.update(self._restart_infos.pop(i, None) or {})
+            info["TimeLimit.truncated"] = True
+            info["worker_restarted"] = True
+            infos[pos] = info
+            self._term[i] = False
+            self._trunc[i] = True
+
+    def _resync(self) -> None:
+        """Drop replies an interrupted read left on the pipes: each live worker
+        echoes a token, and everything it sent before the echo is discarded."""
+        token = os.urandom(8)
+        live = [w for w in range(len(self._ranges)) if w not in self._dead]
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        posted = []
+        for w in live:
+            try:
+                self._post(w, ("sync", token))
+                posted.append(w)
+            except WorkerDiedError:
+                self._on_deaths([w], "reset")
+        for w in posted:
+            while True:
+                try:
+                    msg = self._recv(w, deadline, "reset")
+                except WorkerDiedError:
+                    self._on_deaths([w], "reset")
+                    break
+                if msg[0] == "synced" and msg[1] == token:
+                    break
+        self._stash.clear()
+        self._dirty = False
+
     def _worker_error(self, payload) -> WorkerError:
         i = payload.get("env_index")
-        cls = ObservationError if payload.get("observation_error") else WorkerError
+        if payload.get("observation_error"):
+            cls = ObservationError
+        elif payload.get("reward_error"):
+            cls = RewardError
+        else:
+            cls = WorkerError
         err = cls(
             f"env {i} raised {payload['exc_type']} in {payload['where']}: {payload['message']}",
             env_index=i,
@@ -493,52 +772,71 @@ class ShmemVecEnv(VecEnv):
         err.__cause__ = RemoteTraceback(payload["traceback"])
         return err
 
-    def _check_workers(self, what: str) -> None:
-        for w, proc in enumerate(self._resources.procs):
-            if proc.exitcode is not None:
-                raise self._died(w, what)
-
     def _wait(self, target: int, what: str) -> None:
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        ctrl, spin = self._ctrl, self.spin
-        if ctrl.wait_ready(target, spin, _SLICE_S) >= 0:
+        """Wait until ``target`` envs are published. Every _SLICE_S seconds,
+        check that the workers live (a dead one is restarted or raised, see
+        :meth:`_on_deaths`) and that the timeout has not passed."""
+        ctrl = self._ctrl
+        if ctrl.wait_ready(target, self.spin, _SLICE_S) >= 0:
             return
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout - _SLICE_S
         while True:
-            self._check_workers(what)
+            dead = self._dead_workers()
+            if dead:
+                self._on_deaths(dead, what)
+                if deadline is not None:  # a restart takes its own time
+                    deadline = time.monotonic() + self.timeout
             left = _SLICE_S if deadline is None else min(_SLICE_S, deadline - time.monotonic())
-            if left <= 0:
-                ready = self._ctrl.arrays()[2].astype(bool)
-                late = [int(i) for i in np.flatnonzero(self._in_flight & ~ready)]
-                raise VecEnvTimeoutError(
-                    f"envs {late} did not finish {what} within timeout={self.timeout} s",
-                    env_indices=late,
-                )
-            if ctrl.wait_ready(target, 0.0, left) >= 0:
+            if left <= 0 and ctrl.published() < target:
+                self._timed_out(what)
+            if ctrl.wait_ready(target, 0.0, max(left, 0.0)) >= 0:
                 return
 
+    def _timed_out(self, what: str) -> None:
+        """Kill the workers of the envs still running and raise VecEnvTimeoutError."""
+        ready = self._ctrl.arrays()[2].astype(bool)
+        late = [int(i) for i in np.flatnonzero(self._in_flight & ~ready)]
+        workers = sorted({int(self._env_worker[i]) for i in late})
+        for w in workers:
+            self._bury(w)
+        self._state = State.NEEDS_RESET
+        raise VecEnvTimeoutError(
+            f"envs {late} did not finish {what} within timeout={self.timeout} s"
+            f"{self._killed_hint(workers)}",
+            env_indices=late,
+        )
+
     def _read_flagged(self, ids) -> Tuple[Dict[int, Any], Dict[int, Any]]:
-        """Read the pipe messages of the flagged envs among ``ids``."""
+        """Read the pipe messages of the flagged envs among ``ids``.
+
+        A worker found dead here is restarted or raised (:meth:`_on_deaths`);
+        a restart clears the status of its envs, whose results are then
+        reported as restarted.
+        """
         infos: Dict[int, Any] = {}
         errors: Dict[int, Any] = {}
         status = self._status
+        self._dirty = True  # until every expected message is read
         for i in ids:
             i = int(i)
-            if not status[i]:
-                continue
-            while i not in self._stash:
+            while status[i] and i not in self._stash:
                 w = int(self._env_worker[i])
-                msg = self._recv(
-                    w,
-                    None if self.timeout is None else time.monotonic() + self.timeout,
-                    "reading infos",
-                )
+                deadline = None if self.timeout is None else time.monotonic() + self.timeout
+                try:
+                    msg = self._recv(w, deadline, "reading infos")
+                except WorkerDiedError:
+                    self._on_deaths([w], "reading infos")
+                    continue
                 _, m_infos, m_errors = msg
                 for j, info in m_infos.items():
                     self._stash[j] = ("info", info)
                 for j, err in m_errors.items():
                     self._stash[j] = ("error", err)
+            if not status[i]:
+                continue
             kind, value = self._stash.pop(i)
             (infos if kind == "info" else errors)[i] = value
+        self._dirty = False
         return infos, errors
 
     def _raise_errors(self, errors: Dict[int, Any]) -> None:
@@ -610,8 +908,12 @@ class ShmemVecEnv(VecEnv):
             if kw:
                 per_worker.setdefault(int(self._env_worker[i]), {})[int(i)] = kw
         for w, kws in per_worker.items():
-            self._resources.conns[w].send(("reset_kwargs", kws))
-            self._ctrl.post_message(w)
+            try:
+                self._post(w, ("reset_kwargs", kws))
+            except WorkerDiedError:  # died since the last check: restart, send again
+                self._on_deaths([w], "reset")
+                self._post(w, ("reset_kwargs", kws))
+        self._pending_kwargs = {i: kw for kws in per_worker.values() for i, kw in kws.items()}
         self._seeds = [None] * self.num_envs
         self._options = {}
 
@@ -628,42 +930,63 @@ class ShmemVecEnv(VecEnv):
 
         Reset infos are kept in ``self.reset_infos`` (a list of dicts).
 
+        Workers that died or were killed (after a WorkerDiedError or a
+        timeout) are started again first, with new envs from their factories;
+        so is a worker that dies during the reset (once per call). Envs still
+        in flight after a failed or interrupted step are waited for and their
+        results dropped.
+
         Raises
         ------
         WorkerError, WorkerDiedError, VecEnvTimeoutError
+            The vec env still needs a reset afterwards.
         """
         self._guard("reset", State.NEEDS_RESET, State.IDLE, State.RUNNING)
-        if self._state is State.RUNNING:
-            self._drain("reset")
-        self._send_reset_kwargs(range(self.num_envs))
-        self._ctrl.dispatch_all(_core.OP_RESET)
-        self._in_flight[:] = True
-        if self.batch_size < self.num_envs:
-            self._state = State.RUNNING
-            return None
-        self._state = State.STEP_PENDING
-        self._wait(self.num_envs, "reset")
-        flagged = self._ctrl.collect_all()
-        self._in_flight[:] = False
-        infos = [{} for _ in range(self.num_envs)]
-        if flagged:
-            got, errors = self._read_flagged(range(self.num_envs))
-            if errors:
-                self._raise_errors(errors)
-            for i, info in got.items():
-                infos[i] = info
+        self._state = State.NEEDS_RESET  # until this reset completes
+        self._reset_restarts = set()
+        try:
+            self._restarted.clear()
+            self._restart_infos.clear()
+            dead = sorted(self._dead.union(self._dead_workers()))
+            if dead:
+                self._on_deaths(dead, "reset")
+            if self._in_flight.any():
+                self._drain("reset")
+            if self._dirty:
+                self._resync()
+            self._send_reset_kwargs(range(self.num_envs))
+            self._in_flight.fill(True)
+            self._ctrl.dispatch_all(_core.OP_RESET)
+            if self.batch_size < self.num_envs:
+                self._state = State.RUNNING
+                return None
+            self._wait(self.num_envs, "reset")
+            flagged = self._ctrl.collect_all()
+            self._in_flight.fill(False)
+            infos = [{} for _ in range(self.num_envs)]
+            if flagged:
+                got, errors = self._read_flagged(range(self.num_envs))
+                if errors:
+                    self._raise_errors(errors)
+                for i, info in got.items():
+                    infos[i] = info
+        finally:
+            self._reset_restarts = None
         self.reset_infos = infos
+        self._pending_kwargs = {}
         self._state = State.IDLE
         return self._obs_batch()
 
     def _drain(self, what: str) -> None:
-        """Wait for every env in flight and drop the results (before a reset)."""
+        """Wait for every env in flight and drop the results (before a reset).
+        A worker that dies meanwhile is restarted (inside reset)."""
         n = int(self._in_flight.sum())
         if n:
             self._wait(n, what)
             self._ctrl.collect(n, self._ids_out)
+            self._in_flight.fill(False)
             self._read_flagged(self._ids_out[:n])
-        self._in_flight[:] = False
+        self._in_flight.fill(False)
         self._stash.clear()
 
     def step_async(self, actions) -> None:
@@ -692,6 +1015,7 @@ class ShmemVecEnv(VecEnv):
                 f"{self.batch_size}: use send(actions, env_ids) and recv()"
             )
         self._write_actions(actions, self._act_bufs)
+        self._in_flight.fill(True)
         self._ctrl.dispatch_all(_core.OP_STEP)
         self._state = State.STEP_PENDING
 
@@ -717,12 +1041,17 @@ class ShmemVecEnv(VecEnv):
         WorkerError
             An env raised (names the env; the worker's traceback is chained).
         WorkerDiedError, VecEnvTimeoutError
+            See the ``on_worker_death`` and ``timeout`` parameters.
+
+        After any exception (Ctrl-C included) the vec env needs a reset().
         """
         if self._state is not State.STEP_PENDING:
             self._guard("step_wait", State.STEP_PENDING)
+        self._state = State.NEEDS_RESET  # until this step completes
         n = self.num_envs
         self._wait(n, "step")
         flagged = self._ctrl.collect_all()
+        self._in_flight.fill(False)
         infos = [{} for _ in range(n)]
         if flagged:
             got, errors = self._read_flagged(range(n))
@@ -730,6 +1059,8 @@ class ShmemVecEnv(VecEnv):
                 self._raise_errors(errors)
             for i, info in got.items():
                 infos[i] = info
+        if self._restarted:
+            self._report_restarts(range(n), infos)
         self._state = State.IDLE
         return self._obs_batch(), self._rew.copy(), self._term | self._trunc, infos
 
@@ -812,6 +1143,7 @@ class ShmemVecEnv(VecEnv):
                 f"recv() needs batch_size={k} envs in flight but only {pending} are: "
                 "send() actions for the env_ids of the last recv() first"
             )
+        self._state = State.NEEDS_RESET  # until this batch is collected
         self._wait(k, "step")
         flagged = self._ctrl.collect(k, self._ids_out)
         ids = self._ids_out[:k].copy()
@@ -824,13 +1156,14 @@ class ShmemVecEnv(VecEnv):
             pos = {int(e): j for j, e in enumerate(ids)}
             for i, info in got.items():
                 infos[pos[i]] = info
+        if self._restarted:
+            self._report_restarts(ids, infos)
         leaves = []
         for buf, out in zip(self._obs_bufs, self._gather_out):
             _core.gather_rows(_layout._bytes2d(buf), ids, _layout._bytes2d(out))
             leaves.append(out.copy() if self.copy else out)
         obs = leaves[0] if self._single_obs else self._unflatten_obs(leaves)
-        if not self._in_flight.any():
-            self._state = State.IDLE
+        self._state = State.RUNNING if self._in_flight.any() else State.IDLE
         return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
 
     # ------------------------------------------------------------ slow path
@@ -854,16 +1187,31 @@ class ShmemVecEnv(VecEnv):
         by_worker: Dict[int, List[int]] = {}
         for i in ids:
             by_worker.setdefault(int(self._env_worker[i]), []).append(i)
-        for w, wids in by_worker.items():
-            self._resources.conns[w].send(("call", what, name, args, kwargs, wids))
-            self._ctrl.post_message(w)
+        dead = sorted(w for w in by_worker if w in self._dead)
+        if dead:
+            raise StateError(
+                f"{what}() cannot reach envs of dead worker(s) {dead}: call reset() first, "
+                "which starts them again"
+            )
         results: Dict[int, Any] = {}
         errors: Dict[int, Any] = {}
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        for w, wids in by_worker.items():
-            _, values = self._recv(w, deadline, f"{what}({name!r})")
-            for i, (kind, value) in zip(wids, values):
-                (results if kind == "ok" else errors)[i] = value
+        where = f"{what}({name!r})"
+        self._dirty = True  # until every reply is read
+        try:
+            for w, wids in by_worker.items():
+                self._post(w, ("call", what, name, args, kwargs, wids))
+            for w, wids in by_worker.items():
+                _, values = self._recv(w, deadline, where)
+                for i, (kind, value) in zip(wids, values):
+                    (results if kind == "ok" else errors)[i] = value
+        except BaseException as exc:
+            # A death, a timeout or Ctrl-C: replies may still come; reset() resyncs.
+            if isinstance(exc, WorkerDiedError):
+                self._bury(int(self._env_worker[exc.env_indices[0]]))
+            self._state = State.NEEDS_RESET
+            raise
+        self._dirty = False
         if errors:
             err = self._worker_error(errors[min(errors)])
             raise err
@@ -998,6 +1346,9 @@ _VEC_KEYS = {
     "autoreset_mode",
     "cpu_affinity",
     "daemon",
+    "on_worker_death",
+    "max_restarts",
+    "check_rewards",
 }
 
 
