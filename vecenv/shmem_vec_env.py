@@ -334,6 +334,7 @@ class ShmemVecEnv(VecEnv):
         self._dirty = False  # a pipe may hold unread replies: resync at reset
         self._reset_restarts: Optional[set] = None  # workers restarted by this reset()
         self._pending_kwargs: Dict[int, Dict[str, Any]] = {}  # this reset's seeds/options
+        self._next_check = 0.0  # time.monotonic() of the next liveness check on the fast path
         self._ctrl = None
         self._ctx = get_context(context)
         self._daemon = daemon
@@ -778,6 +779,14 @@ class ShmemVecEnv(VecEnv):
         :meth:`_on_deaths`) and that the timeout has not passed."""
         ctrl = self._ctrl
         if ctrl.wait_ready(target, self.spin, _SLICE_S) >= 0:
+            # With partial batches the other envs may keep meeting the target
+            # while a dead worker's envs starve: check liveness now and then.
+            now = time.monotonic()
+            if now >= self._next_check:
+                self._next_check = now + _SLICE_S
+                dead = self._dead_workers()
+                if dead:
+                    self._on_deaths(dead, what)
             return
         deadline = None if self.timeout is None else time.monotonic() + self.timeout - _SLICE_S
         while True:

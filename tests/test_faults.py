@@ -1,0 +1,638 @@
+"""Fault injection for ShmemVecEnv (issue 3): env errors, dead workers, the
+restart policy, timeouts, bad input and output, Ctrl-C, a SIGKILLed parent and
+close() escalation, under fork and spawn (spawn only where start-up differs).
+
+Every test has a timeout and the autouse ``no_leaks`` fixture (conftest) checks
+that no child process and no /dev/shm entry is left behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+
+import vecenv
+from vecenv.errors import RemoteTraceback
+
+pytestmark = pytest.mark.timeout(120)
+
+BOTH = pytest.mark.parametrize("context", ["fork", "spawn"])
+
+
+class FaultEnv(gym.Env):
+    """Observation Box(2,) float32 ``[env_id, t]`` (t: steps in the episode),
+    action Discrete(3), reward 1.0. Env ``target`` injects ``fault`` at its
+    step ``at`` (``at=0``: in reset). With ``marker`` (a file path) the fault
+    fires once: the first env to fire creates the file, and the envs of a
+    restarted worker find it and behave.
+    """
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, env_id=0, fault=None, target=0, at=2, marker=None, render_mode=None):
+        self.env_id = env_id
+        self.fault = fault if env_id == target else None
+        self.at = at
+        self.marker = marker
+        self.render_mode = render_mode
+        self.observation_space = gym.spaces.Box(-1e9, 1e9, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(3)
+        self.t = 0
+        if self.fault == "hang_ignoring_sigterm":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    def _armed(self):
+        if self.fault is None:
+            return False
+        if self.marker is None:
+            return True
+        if os.path.exists(self.marker):
+            return False
+        pathlib.Path(self.marker).touch()
+        return True
+
+    def _fire(self):
+        if not self._armed():
+            return None
+        fault = self.fault
+        if fault == "raise":
+            raise ValueError(f"injected fault in env {self.env_id}")
+        if fault == "exit":
+            os._exit(3)
+        if fault == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if fault == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if fault in ("hang", "hang_ignoring_sigterm"):
+            time.sleep(1000)
+        if fault == "slow":
+            time.sleep(1.5)
+        return fault
+
+    def _obs(self):
+        return np.array([self.env_id, self.t], np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        if self.at == 0:
+            self._fire()
+        return self._obs(), {"env_id": self.env_id}
+
+    def step(self, action):
+        self.t += 1
+        fault = self._fire() if self.t == self.at else None
+        obs, reward = self._obs(), 1.0
+        if fault == "bad_shape":
+            obs = np.zeros(3, np.float32)
+        elif fault == "bad_dtype":
+            obs = obs.astype(np.complex64)
+        elif fault == "nan_reward":
+            reward = float("nan")
+        return obs, reward, False, False, {}
+
+    def render(self):
+        if self.fault == "raise":
+            raise ValueError(f"injected render fault in env {self.env_id}")
+        return np.zeros((2, 2, 3), np.uint8)
+
+    def pid(self):
+        return os.getpid()
+
+    def explode(self):
+        raise KeyError(f"injected method fault in env {self.env_id}")
+
+    def die(self):
+        os._exit(5)
+
+    def hang_if_target(self):
+        if self.fault is not None:
+            time.sleep(1000)
+        return self.env_id
+
+
+def make(fault=None, target=0, at=2, marker=None, num_envs=4, envs_per_worker=2, **kwargs):
+    kwargs.setdefault("context", "fork")
+    fns = [
+        functools.partial(FaultEnv, i, fault, target, at, None if marker is None else str(marker))
+        for i in range(num_envs)
+    ]
+    return vecenv.ShmemVecEnv(fns, envs_per_worker=envs_per_worker, **kwargs)
+
+
+ZEROS = np.zeros(4, np.int64)
+
+
+def _gone(pid):
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_gone(pids, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if all(_gone(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return all(_gone(p) for p in pids)
+
+
+# ------------------------------------------------------------ env exceptions
+
+
+@BOTH
+def test_env_exception_reaches_parent_with_both_tracebacks(context):
+    with make("raise", target=2, at=2, context=context) as venv:
+        venv.reset()
+        pids = venv.env_method("pid")
+        venv.step(ZEROS)
+        with pytest.raises(vecenv.WorkerError) as info:
+            venv.step(ZEROS)
+        err = info.value
+        assert isinstance(err, RuntimeError) and isinstance(err, vecenv.VecEnvError)
+        assert err.env_index == 2
+        assert err.exc_type == "builtins.ValueError"
+        assert "injected fault in env 2" in str(err) and "env 2" in str(err)
+        assert "Traceback" in err.worker_traceback and "_fire" in err.worker_traceback
+        assert isinstance(err.__cause__, RemoteTraceback)
+        assert "injected fault in env 2" in str(err.__cause__)
+        # The workers are untouched; the vec env needs a reset, then goes on.
+        with pytest.raises(vecenv.StateError, match=r"reset\(\)"):
+            venv.step_async(ZEROS)
+        assert venv.env_method("pid") == pids
+        obs = venv.reset()
+        assert obs[:, 1].tolist() == [0, 0, 0, 0]
+        obs, _, _, _ = venv.step(ZEROS)
+        assert obs[:, 1].tolist() == [1, 1, 1, 1]
+    assert venv.closed
+
+
+@pytest.mark.parametrize("where", ["reset", "render", "method"])
+def test_env_exception_in_reset_render_and_method_calls(where, tmp_path):
+    at = 0 if where == "reset" else 2
+    with make("raise", target=1, at=at, marker=tmp_path / "m") as venv:
+        if where == "reset":
+            with pytest.raises(vecenv.WorkerError, match="in reset") as info:
+                venv.reset()
+            assert info.value.env_index == 1
+            venv.reset()  # the marker disarmed the fault
+        else:
+            venv.reset()
+            with pytest.raises(vecenv.WorkerError) as info:
+                if where == "render":
+                    venv.get_images()
+                else:
+                    venv.env_method("explode", indices=[1, 3])
+            assert info.value.env_index == 1
+            assert info.value.exc_type.endswith("ValueError" if where == "render" else "KeyError")
+            assert "Traceback" in info.value.worker_traceback
+        obs, _, _, _ = venv.step(ZEROS)  # still usable: no reset needed
+        assert obs[:, 1].tolist() == [1, 1, 1, 1]
+
+
+# ------------------------------------------------------------ dead workers
+
+
+@pytest.mark.parametrize(
+    "fault, context, exitcode, words",
+    [
+        ("exit", "fork", 3, "exited with code 3"),
+        ("sigkill", "fork", -9, "SIGKILL"),
+        ("segv", "fork", -11, "SIGSEGV"),
+        ("sigkill", "spawn", -9, "SIGKILL"),
+    ],
+)
+def test_dead_worker_is_noticed_during_the_wait_and_named(
+    fault, context, exitcode, words, tmp_path
+):
+    # Without liveness checks while waiting, this step would block forever.
+    with make(fault, target=2, at=2, marker=tmp_path / "m", context=context) as venv:
+        venv.reset()
+        old = venv.env_method("pid")
+        venv.step(ZEROS)
+        with pytest.raises(vecenv.WorkerDiedError) as info:
+            venv.step(ZEROS)
+        err = info.value
+        assert isinstance(err, vecenv.WorkerError)
+        assert err.env_indices == (2, 3) and err.exitcode == exitcode
+        assert words in str(err) and "envs [2, 3]" in str(err)
+        assert _gone(old[2])
+        with pytest.raises(vecenv.StateError):
+            venv.step_async(ZEROS)
+        with pytest.raises(vecenv.StateError, match="dead worker"):
+            venv.env_method("pid", indices=[2])
+        # reset() starts the worker again; the envs of worker 0 are the same.
+        obs = venv.reset()
+        assert obs[:, 1].tolist() == [0, 0, 0, 0]
+        new = venv.env_method("pid")
+        assert new[:2] == old[:2] and new[2] == new[3] != old[2]
+        obs, _, _, _ = venv.step(ZEROS)
+        assert obs[:, 1].tolist() == [1, 1, 1, 1]
+        assert venv.restart_count == 0  # reset() restarts do not count
+
+
+def test_worker_killed_while_idle_is_noticed_at_the_next_step():
+    with make() as venv:
+        venv.reset()
+        pid = venv.env_method("pid", indices=[0])[0]
+        os.kill(pid, signal.SIGKILL)
+        assert _wait_gone([pid], 10)
+        with pytest.raises(vecenv.WorkerDiedError, match="SIGKILL") as info:
+            venv.step(ZEROS)
+        assert info.value.env_indices == (0, 1)
+        venv.reset()
+        venv.step(ZEROS)
+
+
+def test_worker_dying_in_a_method_call():
+    with make(num_envs=4, envs_per_worker=1) as venv:
+        venv.reset()
+        with pytest.raises(vecenv.WorkerDiedError, match="exited with code 5") as info:
+            venv.env_method("die", indices=[3])
+        assert info.value.env_indices == (3,)
+        venv.reset()
+        assert venv.env_method("hang_if_target") == [0, 1, 2, 3]
+
+
+# ------------------------------------------------------------ restart policy
+
+
+@BOTH
+def test_restart_policy_reports_truncation_and_goes_on(context, tmp_path):
+    with make(
+        "exit", target=2, at=3, marker=tmp_path / "m", context=context, on_worker_death="restart"
+    ) as venv:
+        venv.reset()
+        old = venv.env_method("pid")
+        for _ in range(2):
+            venv.step(ZEROS)
+        venv.step_async(ZEROS)
+        obs, rewards, terminated, truncated, infos = venv.step_wait_gym()
+        dones = terminated | truncated
+        assert dones.tolist() == [False, False, True, True]
+        assert truncated.tolist() == [False, False, True, True] and not terminated.any()
+        for i in (2, 3):
+            assert infos[i]["TimeLimit.truncated"] is True
+            assert infos[i]["worker_restarted"] is True
+            assert infos[i]["env_id"] == i  # the reset info of the new env
+        for i in (0, 1):
+            assert "worker_restarted" not in infos[i]
+        assert obs[:, 1].tolist() == [3, 3, 0, 0]  # restarted envs: reset observations
+        assert venv.restart_count == 1
+        new = venv.env_method("pid")
+        assert new[:2] == old[:2] and new[2] != old[2]
+        obs, _, dones, infos = venv.step(ZEROS)
+        assert obs[:, 1].tolist() == [4, 4, 1, 1] and not dones.any()
+        assert not any("worker_restarted" in info for info in infos)
+
+
+def test_restart_policy_with_partial_batches(tmp_path):
+    with make(
+        "sigkill",
+        target=1,
+        at=3,
+        marker=tmp_path / "m",
+        envs_per_worker=1,
+        batch_size=2,
+        on_worker_death="restart",
+    ) as venv:
+        venv.reset()
+        seen = {i: 0 for i in range(4)}
+        restarted = []
+        obs, _, dones, infos, ids = venv.recv()
+        # The other envs keep completing batches: env 1's death is noticed by
+        # the periodic liveness check (every 0.1 s), not by a stalled wait.
+        deadline = time.monotonic() + 20
+        rounds_after = 0
+        while rounds_after < 20 and time.monotonic() < deadline:
+            rounds_after += bool(restarted)
+            venv.send(np.zeros(len(ids), np.int64), ids)
+            obs, _, dones, infos, ids = venv.recv()
+            for row, i in enumerate(ids):
+                seen[int(i)] += 1
+                if infos[row].get("worker_restarted"):
+                    assert dones[row] and infos[row]["TimeLimit.truncated"]
+                    restarted.append(int(i))
+        assert restarted == [1]
+        assert all(n > 0 for n in seen.values())
+        assert venv.restart_count == 1
+
+
+def test_restart_cap_then_raises():
+    with make("exit", target=0, at=2, max_restarts=1, on_worker_death="restart") as venv:
+        venv.reset()
+        venv.step(ZEROS)
+        _, _, dones, infos = venv.step(ZEROS)  # first death: restarted
+        assert dones.tolist() == [True, True, False, False] and infos[0]["worker_restarted"]
+        venv.step(ZEROS)
+        with pytest.raises(vecenv.WorkerDiedError, match="max_restarts=1"):
+            venv.step(ZEROS)  # the new env dies at its step 2 as well
+        assert venv.restart_count == 1
+
+
+# ------------------------------------------------------------ timeouts
+
+
+@BOTH
+def test_step_timeout_kills_the_stuck_worker_and_reset_restarts_it(context, tmp_path):
+    with make("hang", target=1, at=2, marker=tmp_path / "m", context=context, timeout=1.5) as venv:
+        venv.reset()
+        old = venv.env_method("pid")
+        venv.step(ZEROS)
+        with pytest.raises(vecenv.VecEnvTimeoutError) as info:
+            venv.step(ZEROS)
+        err = info.value
+        assert isinstance(err, TimeoutError) and isinstance(err, vecenv.VecEnvError)
+        # A worker publishes its envs together: both of worker 0's are late.
+        assert err.env_indices == (0, 1)
+        assert "envs [0, 1]" in str(err) and "killed" in str(err)
+        assert _gone(old[0])
+        with pytest.raises(vecenv.StateError, match=r"reset\(\)"):
+            venv.step_async(ZEROS)
+        obs = venv.reset()
+        assert obs[:, 1].tolist() == [0, 0, 0, 0]
+        new = venv.env_method("pid")
+        assert new[0] != old[0] and new[2:] == old[2:]
+        obs, _, _, _ = venv.step(ZEROS)
+        assert obs[:, 1].tolist() == [1, 1, 1, 1]
+
+
+def test_reset_timeout(tmp_path):
+    with make("hang", target=3, at=0, marker=tmp_path / "m", timeout=1.5) as venv:
+        with pytest.raises(vecenv.VecEnvTimeoutError) as info:
+            venv.reset()
+        assert info.value.env_indices == (2, 3)
+        obs = venv.reset()
+        assert obs[:, 0].tolist() == [0, 1, 2, 3]
+
+
+def test_method_timeout_then_replies_stay_in_step():
+    # Worker 0 hangs; worker 1's reply is left unread when the timeout fires.
+    # reset() must drop it, or the next call would read a stale reply.
+    with make("hang", target=0, timeout=1.5, envs_per_worker=2) as venv:
+        venv.reset()
+        with pytest.raises(vecenv.VecEnvTimeoutError, match="worker 0"):
+            venv.env_method("hang_if_target")
+        venv.reset()
+        assert venv.get_attr("t") == [0, 0, 0, 0]  # a stale reply would say [.., .., 2, 3]
+        obs, _, _, _ = venv.step(ZEROS)
+        assert obs[:, 1].tolist() == [1, 1, 1, 1]
+
+
+# ------------------------------------------------------------ bad input
+
+
+def test_bad_actions_are_refused_before_anything_is_sent():
+    with make() as venv:
+        venv.reset()
+        cases = [
+            (np.zeros(3, np.int64), r"got 3 actions, expected 4"),
+            (np.zeros((4, 2), np.int64), r"shape \(4, 2\), expected \(4,\)"),
+            (np.array(["a", "b", "c", "d"]), r"dtype <U1"),
+            (np.array([0, 1, 2, 5]), r"actions\[3\]=5 is outside Discrete\(3\)"),
+            (np.array([0.0, np.nan, 0.0, 0.0]), r"NaN"),
+            (np.array([0.0, 0.5, 0.0, 0.0]), r"non-integral"),
+        ]
+        for actions, pattern in cases:
+            with pytest.raises(vecenv.InvalidArgumentError, match=pattern) as info:
+                venv.step_async(actions)
+            assert isinstance(info.value, ValueError)
+            assert str(info.value).startswith("actions")
+        obs, _, _, _ = venv.step(ZEROS)  # nothing was sent: every env is at step 1
+        assert obs[:, 1].tolist() == [1, 1, 1, 1]
+
+
+def test_calls_out_of_order_say_what_to_call():
+    with make() as venv:
+        with pytest.raises(vecenv.StateError, match=r"call reset\(\) first"):
+            venv.step_async(ZEROS)
+        venv.reset()
+        with pytest.raises(vecenv.StateError, match=r"call step_async\(actions\) first"):
+            venv.step_wait()
+        venv.step_async(ZEROS)
+        with pytest.raises(vecenv.StateError, match=r"call step_wait\(\) first"):
+            venv.step_async(ZEROS)
+        with pytest.raises(vecenv.StateError, match=r"step_wait\(\) first"):
+            venv.reset()
+        venv.step_wait()
+    for call in (venv.reset, lambda: venv.step(ZEROS), lambda: venv.env_method("pid")):
+        with pytest.raises(vecenv.ClosedError, match=r"after close\(\)"):
+            call()
+    venv.close()  # idempotent
+
+
+# ------------------------------------------------------------ bad output
+
+
+@pytest.mark.parametrize("fault, expected", [("bad_shape", r"\(2,\)"), ("bad_dtype", "float32")])
+def test_wrong_observation_names_env_and_expected_value(fault, expected):
+    with make(fault, target=3, at=1) as venv:
+        venv.reset()
+        with pytest.raises(vecenv.ObservationError, match=expected) as info:
+            venv.step(ZEROS)
+        assert info.value.env_index == 3 and "env 3" in str(info.value)
+        venv.reset()
+
+
+def test_non_finite_reward_is_an_error_only_when_asked(tmp_path):
+    with make("nan_reward", target=1, at=1) as venv:
+        venv.reset()
+        _, rewards, _, _ = venv.step(ZEROS)  # default: passed through
+        assert np.isnan(rewards[1]) and rewards[[0, 2, 3]].tolist() == [1.0, 1.0, 1.0]
+    with make("nan_reward", target=1, at=1, marker=tmp_path / "m", check_rewards=True) as venv:
+        venv.reset()
+        with pytest.raises(vecenv.RewardError, match=r"env 1 returned reward nan") as info:
+            venv.step(ZEROS)
+        assert info.value.env_index == 1 and "finite" in str(info.value)
+        venv.reset()
+        venv.step(ZEROS)
+
+
+# ------------------------------------------------------------ Ctrl-C, parent death, close
+
+
+def test_keyboard_interrupt_in_a_wait_leaves_a_resettable_env():
+    with make("slow", target=0, at=2) as venv:
+        venv.reset()
+        venv.step(ZEROS)
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                venv.step(ZEROS)
+        finally:
+            timer.join()
+        with pytest.raises(vecenv.StateError):
+            venv.step_async(ZEROS)
+        obs = venv.reset()  # waits for the slow step, drops it
+        assert obs[:, 1].tolist() == [0, 0, 0, 0]
+        venv.step(ZEROS)
+
+
+_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    import gymnasium as gym
+    import numpy as np
+    import vecenv
+
+    class Env(gym.Env):
+        observation_space = gym.spaces.Box(0, 1, (2,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def __init__(self, hang):
+            self.hang = hang
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(2, np.float32), {}
+
+        def step(self, action):
+            if self.hang:
+                time.sleep(1000)
+            return np.zeros(2, np.float32), 0.0, False, False, {}
+
+        def pid(self):
+            return os.getpid()
+
+    if __name__ == "__main__":
+        context, mode = sys.argv[1], sys.argv[2]
+        fns = [lambda: Env(True), lambda: Env(True), lambda: Env(False), lambda: Env(False)]
+        venv = vecenv.ShmemVecEnv(fns, envs_per_worker=2, context=context)
+        venv.reset()
+        print(*sorted(set(venv.env_method("pid"))), flush=True)
+        venv.step_async(np.zeros(4, np.int64))
+        print("stepping", flush=True)
+        if mode == "sigint":
+            venv.step_wait()
+        else:
+            time.sleep(1000)
+    """
+)
+
+
+def _start_script(tmp_path, context, mode):
+    script = tmp_path / "script.py"
+    script.write_text(_SCRIPT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), context, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        start_new_session=True,  # its own process group, as under a terminal
+    )
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2, proc.communicate()
+    assert proc.stdout.readline().strip() == "stepping"
+    time.sleep(0.3)  # worker 0 is inside its step, worker 1 idle again
+    return proc, pids
+
+
+@BOTH
+def test_ctrl_c_in_the_parent_gives_one_traceback_and_leaves_nothing(context, tmp_path):
+    proc, pids = _start_script(tmp_path, context, "sigint")
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: the whole group
+    _, err = proc.communicate(timeout=60)
+    assert err.count("Traceback (most recent call last)") == 1, err
+    assert err.rstrip().endswith("KeyboardInterrupt"), err
+    assert _wait_gone(pids, 10), [(p, _gone(p)) for p in pids]
+
+
+@BOTH
+def test_sigkilled_parent_takes_its_workers_along(context, tmp_path):
+    proc, pids = _start_script(tmp_path, context, "sleep")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    # Worker 0 is stuck in a step (PR_SET_PDEATHSIG), worker 1 idle (it polls).
+    assert _wait_gone(pids, 10), [(p, _gone(p)) for p in pids]
+
+
+def test_close_escalates_to_kill_and_leaves_no_zombie():
+    venv = make("hang_ignoring_sigterm", target=0, at=1, context="fork")
+    venv.reset()
+    pids = venv.env_method("pid")
+    procs = [psutil.Process(p) for p in set(pids)]
+    venv.step_async(ZEROS)
+    venv.close(timeout=0.3)  # polite close and SIGTERM are ignored: killed
+    assert venv.closed
+    for p in procs:
+        assert not p.is_running()  # reaped, not a zombie
+
+
+def test_close_after_a_worker_died_and_garbage_collection():
+    venv = make("exit", target=0, at=1)
+    venv.reset()
+    pids = venv.env_method("pid")
+    with pytest.raises(vecenv.WorkerDiedError):
+        venv.step(ZEROS)
+    del venv
+    gc.collect()
+    assert _wait_gone(pids, 10)
+
+
+# ------------------------------------------------------------ soak
+
+
+class SoakEnv(gym.Env):
+    """NoopEnv with episodes of random length (1..64 steps)."""
+
+    def __init__(self, seed):
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self._rng = np.random.default_rng(seed)
+        self._obs = np.zeros(4, np.float32)
+        self._left = 0
+
+    def reset(self, *, seed=None, options=None):
+        self._left = int(self._rng.integers(1, 65))
+        return self._obs, {}
+
+    def step(self, action):
+        self._left -= 1
+        return self._obs, 1.0, self._left <= 0, False, {}
+
+
+def _fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_soak_no_growth_of_rss_fds_or_shm():
+    num_envs, total = 8, 200_000
+    steps = total // num_envs
+    me = psutil.Process()
+    shm0 = set(os.listdir("/dev/shm"))
+    fns = [functools.partial(SoakEnv, i) for i in range(num_envs)]
+    with vecenv.ShmemVecEnv(fns, envs_per_worker=4) as venv:
+        venv.reset()
+        actions = np.zeros(num_envs, np.int64)
+        episodes = 0
+        warm = steps // 10
+        for t in range(steps):
+            if t == warm:  # allocator, caches and pipes have reached their size
+                rss0, fds0 = me.memory_info().rss, _fds()
+            _, _, dones, infos = venv.step(actions)
+            episodes += int(dones.sum())
+            assert all("terminal_observation" in infos[i] for i in np.flatnonzero(dones))
+        rss1, fds1 = me.memory_info().rss, _fds()
+        assert episodes > total // 64
+        assert rss1 - rss0 < 16 * 2**20, (rss0, rss1)
+        assert fds1 <= fds0 + 2, (fds0, fds1)
+        assert set(os.listdir("/dev/shm")) - shm0 == set()
+    assert _fds() <= fds0
