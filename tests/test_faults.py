@@ -333,6 +333,16 @@ def test_restart_policy_with_partial_batches(tmp_path):
         assert venv.restart_count == 1
 
 
+def test_worker_dying_during_reset_is_restarted_by_that_reset(tmp_path):
+    with make("exit", target=3, at=0, marker=tmp_path / "m") as venv:
+        obs = venv.reset()  # worker 1 dies in reset: started again, once
+        assert obs[:, 0].tolist() == [0, 1, 2, 3] and obs[:, 1].tolist() == [0, 0, 0, 0]
+        assert venv.reset_infos[3] == {"env_id": 3}
+        assert venv.restart_count == 0
+        obs, _, dones, _ = venv.step(ZEROS)
+        assert obs[:, 1].tolist() == [1, 1, 1, 1] and not dones.any()
+
+
 def test_restart_cap_then_raises():
     with make("exit", target=0, at=2, max_restarts=1, on_worker_death="restart") as venv:
         venv.reset()
@@ -607,10 +617,6 @@ class SoakEnv(gym.Env):
         return self._obs, 1.0, self._left <= 0, False, {}
 
 
-def _fds():
-    return len(os.listdir("/proc/self/fd"))
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_soak_no_growth_of_rss_fds_or_shm():
@@ -626,13 +632,13 @@ def test_soak_no_growth_of_rss_fds_or_shm():
         warm = steps // 10
         for t in range(steps):
             if t == warm:  # allocator, caches and pipes have reached their size
-                rss0, fds0 = me.memory_info().rss, _fds()
+                rss0, fds0 = me.memory_info().rss, me.num_fds()
             _, _, dones, infos = venv.step(actions)
             episodes += int(dones.sum())
             assert all("terminal_observation" in infos[i] for i in np.flatnonzero(dones))
-        rss1, fds1 = me.memory_info().rss, _fds()
+        rss1, fds1 = me.memory_info().rss, me.num_fds()
         assert episodes > total // 64
         assert rss1 - rss0 < 16 * 2**20, (rss0, rss1)
         assert fds1 <= fds0 + 2, (fds0, fds1)
         assert set(os.listdir("/dev/shm")) - shm0 == set()
-    assert _fds() <= fds0
+    assert me.num_fds() <= fds0

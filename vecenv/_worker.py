@@ -55,10 +55,12 @@ class WorkerSpec:
 
 def error_payload(exc: BaseException, env_index: Optional[int], where: str) -> Dict[str, Any]:
     """A picklable report of ``exc``; the parent turns it into a WorkerError."""
+    # The checks' private ValueError subclasses are reported as ValueError.
+    cls = ValueError if isinstance(exc, (_ObservationMismatch, _RewardMismatch)) else type(exc)
     return {
         "env_index": env_index,
         "where": where,
-        "exc_type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "exc_type": f"{cls.__module__}.{cls.__qualname__}",
         "message": str(exc),
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         "observation_error": isinstance(exc, _ObservationMismatch),

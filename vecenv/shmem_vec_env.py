@@ -422,9 +422,7 @@ class ShmemVecEnv(VecEnv):
         ]
         try:
             for w in range(len(self._ranges)):
-                proc, conn = self._spawn(w)
-                res.procs.append(proc)
-                res.conns.append(conn)
+                self._spawn(w)
             deadline = time.monotonic() + start_timeout
             spaces = None
             for w in range(len(self._ranges)):
@@ -446,8 +444,9 @@ class ShmemVecEnv(VecEnv):
             res.shutdown(timeout=1.0)
             raise
 
-    def _spawn(self, w: int):
-        """Start the process of worker ``w``; returns (process, parent's pipe end)."""
+    def _spawn(self, w: int) -> None:
+        """Start the process of worker ``w`` and record it (and the parent's
+        end of its pipe) as ``procs[w]``, ``conns[w]``."""
         ctx = self._ctx
         spec = self._specs[w]
         spec.pdeathsig = (
@@ -467,8 +466,15 @@ class ShmemVecEnv(VecEnv):
         masked = hasattr(signal, "pthread_sigmask")
         if masked:
             old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        procs, conns = self._resources.procs, self._resources.conns
         try:
             proc.start()
+            # Recorded before SIGINT is unblocked, so Ctrl-C cannot orphan it.
+            if w < len(procs):
+                procs[w], conns[w] = proc, parent_conn
+            else:
+                procs.append(proc)
+                conns.append(parent_conn)
         finally:
             if masked and signal.SIGINT not in old:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -478,7 +484,6 @@ class ShmemVecEnv(VecEnv):
                 os.sched_setaffinity(proc.pid, {self._cores[w]})
             except OSError:
                 pass
-        return proc, parent_conn
 
     def _attach(self, start_timeout):
         res = self._resources
@@ -683,8 +688,8 @@ class ShmemVecEnv(VecEnv):
         lost = [i for i in range(lo, hi) if self._in_flight[i]]
         held = [i for i in range(lo, hi) if not self._in_flight[i]] if report else []
         self._bury(w)
-        proc, conn = self._spawn(w)
-        res.procs[w], res.conns[w] = proc, conn
+        self._spawn(w)
+        conn = res.conns[w]
         what = f"restarting worker {w}"
         deadline = time.monotonic() + self._start_timeout
         try:
@@ -782,12 +787,16 @@ class ShmemVecEnv(VecEnv):
             # With partial batches the other envs may keep meeting the target
             # while a dead worker's envs starve: check liveness now and then.
             now = time.monotonic()
-            if now >= self._next_check:
-                self._next_check = now + _SLICE_S
-                dead = self._dead_workers()
-                if dead:
-                    self._on_deaths(dead, what)
-            return
+            if now < self._next_check:
+                return
+            self._next_check = now + _SLICE_S
+            dead = self._dead_workers()
+            if not dead:
+                return
+            # A restart takes back the dead worker's published envs: wait again.
+            self._on_deaths(dead, what)
+            if ctrl.published() >= target:
+                return
         deadline = None if self.timeout is None else time.monotonic() + self.timeout - _SLICE_S
         while True:
             dead = self._dead_workers()
