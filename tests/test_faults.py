@@ -522,6 +522,10 @@ _SCRIPT = textwrap.dedent(
     if __name__ == "__main__":
         context, mode = sys.argv[1], sys.argv[2]
         fns = [lambda: Env(True), lambda: Env(True), lambda: Env(False), lambda: Env(False)]
+        if mode == "build":  # Ctrl-C while the workers boot
+            print("imported", flush=True)
+            venv = vecenv.ShmemVecEnv(fns, envs_per_worker=1, context=context)
+            time.sleep(1000)
         venv = vecenv.ShmemVecEnv(fns, envs_per_worker=2, context=context)
         venv.reset()
         print(*sorted(set(venv.env_method("pid"))), flush=True)
@@ -535,10 +539,29 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def _start_script(tmp_path, context, mode):
+def _session(sid):
+    """Live processes of session ``sid`` (the script and its workers)."""
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except (OSError, psutil.Error):
+            pass
+    return out
+
+
+def _session_ends(sid, seconds):
+    deadline = time.monotonic() + seconds
+    while _session(sid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _session(sid)
+
+
+def _run_script(tmp_path, context, mode):
     script = tmp_path / "script.py"
     script.write_text(_SCRIPT)
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, str(script), context, mode],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -546,6 +569,10 @@ def _start_script(tmp_path, context, mode):
         cwd=tmp_path,
         start_new_session=True,  # its own process group, as under a terminal
     )
+
+
+def _start_script(tmp_path, context, mode):
+    proc = _run_script(tmp_path, context, mode)
     pids = [int(p) for p in proc.stdout.readline().split()]
     assert len(pids) == 2, proc.communicate()
     assert proc.stdout.readline().strip() == "stepping"
@@ -561,6 +588,18 @@ def test_ctrl_c_in_the_parent_gives_one_traceback_and_leaves_nothing(context, tm
     assert err.count("Traceback (most recent call last)") == 1, err
     assert err.rstrip().endswith("KeyboardInterrupt"), err
     assert _wait_gone(pids, 10), [(p, _gone(p)) for p in pids]
+    assert not _session_ends(proc.pid, 10)
+
+
+def test_ctrl_c_while_workers_boot_gives_one_traceback(tmp_path):
+    proc = _run_script(tmp_path, "spawn", "build")
+    assert proc.stdout.readline().strip() == "imported"
+    time.sleep(0.1)  # the spawned workers are importing
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert err.count("Traceback (most recent call last)") == 1, err
+    assert err.rstrip().endswith("KeyboardInterrupt"), err
+    assert not _session_ends(proc.pid, 10)
 
 
 @BOTH
@@ -570,6 +609,7 @@ def test_sigkilled_parent_takes_its_workers_along(context, tmp_path):
     proc.communicate(timeout=30)
     # Worker 0 is stuck in a step (PR_SET_PDEATHSIG), worker 1 idle (it polls).
     assert _wait_gone(pids, 10), [(p, _gone(p)) for p in pids]
+    assert not _session_ends(proc.pid, 10)
 
 
 def test_close_escalates_to_kill_and_leaves_no_zombie():

@@ -460,12 +460,18 @@ class ShmemVecEnv(VecEnv):
             name=f"vecenv-worker-{w}",
             daemon=self._daemon,
         )
-        # Children inherit the signal mask: with SIGINT blocked, a Ctrl-C that
-        # arrives while a worker boots is discarded there (worker_main ignores
-        # SIGINT, then unblocks it) and stays pending here until unblocked.
+        # A Ctrl-C must not reach a worker that is still booting (spawn: the
+        # child imports for a while before worker_main ignores SIGINT). Workers
+        # inherit an ignored SIGINT (kept across exec, and Python leaves it
+        # ignored) and a blocked one (fork); worker_main ignores it, then
+        # unblocks it. Here the blocked signal stays pending (Linux never drops
+        # a blocked signal) and is delivered once the handler is back.
         masked = hasattr(signal, "pthread_sigmask")
         if masked:
-            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        old_handler = None
+        if threading.current_thread() is threading.main_thread():
+            old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
         procs, conns = self._resources.procs, self._resources.conns
         try:
             proc.start()
@@ -476,7 +482,9 @@ class ShmemVecEnv(VecEnv):
                 procs.append(proc)
                 conns.append(parent_conn)
         finally:
-            if masked and signal.SIGINT not in old:
+            if old_handler is not None:
+                signal.signal(signal.SIGINT, old_handler)
+            if masked and signal.SIGINT not in old_mask:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             child_conn.close()
         if self._cores is not None:
