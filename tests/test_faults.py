@@ -355,6 +355,22 @@ def test_restart_cap_then_raises():
         assert venv.restart_count == 1
 
 
+def test_repeated_restarts_leak_no_process_or_descriptor():
+    me = psutil.Process()
+    before = {c.pid for c in me.children()}
+    with make("exit", target=0, at=3, max_restarts=1000, on_worker_death="restart") as venv:
+        venv.reset()
+        for _ in range(3):  # the first restart: lazily created objects exist now
+            venv.step(ZEROS)
+        fds0 = me.num_fds()
+        for _ in range(60):
+            venv.step(ZEROS)
+        assert venv.restart_count == 21
+        assert me.num_fds() <= fds0
+        # Every dead worker was reaped: only the two current ones remain.
+        assert {c.pid for c in me.children()} - before == set(venv.env_method("pid"))
+
+
 # ------------------------------------------------------------ timeouts
 
 
@@ -659,23 +675,30 @@ class SoakEnv(gym.Env):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_soak_no_growth_of_rss_fds_or_shm():
+@pytest.mark.parametrize("batch_size", [8, 4], ids=["lockstep", "partial"])
+def test_soak_no_growth_of_rss_fds_or_shm(batch_size):
     num_envs, total = 8, 200_000
-    steps = total // num_envs
+    rounds = total // batch_size
     me = psutil.Process()
     shm0 = set(os.listdir("/dev/shm"))
     fns = [functools.partial(SoakEnv, i) for i in range(num_envs)]
-    with vecenv.ShmemVecEnv(fns, envs_per_worker=4) as venv:
+    with vecenv.ShmemVecEnv(fns, envs_per_worker=4, batch_size=batch_size) as venv:
         venv.reset()
-        actions = np.zeros(num_envs, np.int64)
+        actions = np.zeros(batch_size, np.int64)
+        ids = None
+        if batch_size < num_envs:
+            _, _, _, _, ids = venv.recv()
         episodes = 0
-        warm = steps // 10
-        for t in range(steps):
-            if t == warm:  # allocator, caches and pipes have reached their size
+        for t in range(rounds):
+            if t == rounds // 10:  # allocator, caches and pipes have reached their size
                 rss0, fds0 = me.memory_info().rss, me.num_fds()
-            _, _, dones, infos = venv.step(actions)
+            if ids is None:
+                _, _, dones, infos = venv.step(actions)
+            else:
+                venv.send(actions, ids)
+                _, _, dones, infos, ids = venv.recv()
             episodes += int(dones.sum())
-            assert all("terminal_observation" in infos[i] for i in np.flatnonzero(dones))
+            assert all("terminal_observation" in infos[j] for j in np.flatnonzero(dones))
         rss1, fds1 = me.memory_info().rss, me.num_fds()
         assert episodes > total // 64
         assert rss1 - rss0 < 16 * 2**20, (rss0, rss1)
