@@ -358,3 +358,27 @@ def test_reset_kwargs_reach_the_envs_right_after_a_method_call():
             venv.seed(seed)
             venv.reset()
             assert venv.get_attr("_shift") == [(seed + i) % 7 for i in range(3)]
+
+
+@pytest.mark.parametrize(
+    "space",
+    [spaces.Dict({"a": spaces.Discrete(3)}), spaces.Tuple((spaces.Box(0, 1, (2,), np.float32),))],
+)
+def test_single_leaf_structured_observations_keep_their_structure(space):
+    """Regression: a Dict or Tuple with one leaf came back as a bare array."""
+
+    class OneLeafEnv(gym.Env):
+        observation_space = space
+        action_space = spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return self.observation_space.sample(), {}
+
+        def step(self, action):
+            return self.observation_space.sample(), 0.0, False, False, {}
+
+    with vecenv.ShmemVecEnv([OneLeafEnv] * 2, batch_size=2) as venv:
+        obs = venv.reset()
+        assert type(obs) is type(space.sample())
+        venv.send(np.zeros(2, np.int64))
+        assert type(venv.recv()[0]) is type(space.sample())

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import cloudpickle
 import numpy as np
+from gymnasium import spaces as gym_spaces
 
 from vecenv import _core, _layout, _shm
 from vecenv._worker import AUTORESET_MODES, WorkerSpec, worker_main
@@ -426,7 +427,9 @@ class ShmemVecEnv(VecEnv):
         self._status = self._ctrl.arrays()[1]
         self._write_actions = _layout.make_action_writer(layout.action_leaves, self.action_space)
         self._unflatten_obs = _layout.make_unflattener(self.observation_space)
-        self._single_obs = len(obs) == 1
+        self._single_obs = not isinstance(
+            self.observation_space, (gym_spaces.Tuple, gym_spaces.Dict)
+        )
         self._in_flight = np.zeros(layout.num_envs, dtype=bool)
         self._ids_out = np.empty(layout.num_envs, dtype=np.int64)
         self._gather_out = [
