@@ -129,6 +129,12 @@ def versions() -> Dict[str, Optional[str]]:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             out[name] = None
+    try:
+        import vecenv
+
+        out["vecenv_path"] = os.path.dirname(vecenv.__file__)
+    except ImportError as exc:
+        out["vecenv_path"] = f"not importable: {exc}"
     cc = shutil.which("cc")
     if cc:
         try:
@@ -165,6 +171,7 @@ def make_env(env_id: str, kwargs: Dict[str, Any]):
     if env_id.startswith("ALE/"):
         import ale_py
 
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner per env
         gymnasium.register_envs(ale_py)
     elif env_id.startswith("vecenv/"):
         import vecenv.envs  # noqa: F401  (registers the vecenv/ ids)
@@ -780,7 +787,7 @@ class Console:
             print(f"\n{title}")
             print(" | ".join(columns))
             for r in rows:
-                print(" | ".join(x.replace("\n", " ") for x in r))
+                print(" | ".join(_plain(x).replace("\n", " ") for x in r))
 
 
 def _plain(x) -> str:
@@ -1337,26 +1344,41 @@ def plot(report: Dict[str, Any], path: Path) -> Optional[str]:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import NullLocator
     except ImportError:
         return "matplotlib is not installed: no plot"
     envs = [e for e in report["envs"] if any(c["env"] == e for c in report["cells"])]
     if not envs:
         return "nothing measured: no plot"
-    cols = min(3, len(envs))
-    rows = (len(envs) + cols - 1) // cols
+    has_latency = any(e["env"] == "noop" and e["latency_us_per_call"] for e in report["results"])
+    panels = len(envs) + int(has_latency)
+    cols = min(3, panels)
+    rows = (panels + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows), squeeze=False)
-    for ax, env in zip(axes.flat, envs):
+    palette = plt.get_cmap("tab20").colors
+    color = {n: palette[(2 * i) % 20 + (i // 10) % 2] for i, n in enumerate(report["contenders"])}
+
+    def lines(ax, env, value):
         for name in report["contenders"]:
             pts = sorted(
-                (e["num_envs"], e["env_steps_per_s"]["median"])
+                (e["num_envs"], value(e))
                 for e in report["results"]
-                if e["env"] == env and e["contender"] == name
+                if e["env"] == env and e["contender"] == name and value(e)
             )
             if pts:
                 x, y = zip(*pts)
-                ax.plot(
-                    x, y, marker="o", label=name, linewidth=2 if name.startswith("vecenv") else 1
-                )
+                wide = 2 if CONTENDERS[name].vecenv else 1
+                ax.plot(x, y, marker="o", label=name, color=color[name], linewidth=wide)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ns = sorted({c["num_envs"] for c in report["cells"]})
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("num_envs")
+        ax.grid(True, which="both", alpha=0.3)
+
+    for ax, env in zip(axes.flat, envs):
+        lines(ax, env, lambda e: e["env_steps_per_s"]["median"])
         ideal = sorted(
             (c["num_envs"], c["ideal_env_steps_per_s"])
             for c in report["cells"]
@@ -1365,17 +1387,25 @@ def plot(report: Dict[str, Any], path: Path) -> Optional[str]:
         if ideal:
             x, y = zip(*ideal)
             ax.plot(x, y, "k--", label="ideal (cores x raw env)")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
         ax.set_title(env)
-        ax.set_xlabel("num_envs")
         ax.set_ylabel("env-steps/s")
-        ax.grid(True, which="both", alpha=0.3)
+    if has_latency:
+        ax = axes.flat[len(envs)]
+        lines(ax, "noop", lambda e: (e["latency_us_per_call"] or {}).get("p50"))
+        floor = {}
+        for f in report["floor"]:
+            if f["env"] == "noop":
+                floor.setdefault(f["num_envs"], f["p50_us"])
+        if floor:
+            x, y = zip(*sorted(floor.items()))
+            ax.plot(x, y, "k:", marker="x", label="wait/wake floor (C)")
+        ax.set_title("noop: latency per batch step (p50)")
+        ax.set_ylabel("microseconds")
     handles = {}
     for ax in axes.flat:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
-    for ax in list(axes.flat)[len(envs) :]:
+    for ax in list(axes.flat)[panels:]:
         ax.set_visible(False)
     fig.legend(
         list(handles.values()),
@@ -1391,7 +1421,8 @@ def plot(report: Dict[str, Any], path: Path) -> Optional[str]:
         f" @ {(report['git'].get('commit') or '?')[:8]}",
         fontsize=9,
     )
-    fig.tight_layout(rect=(0, 0.04 + 0.02 * (len(handles) > 6), 1, 1))
+    legend_rows = (len(handles) + 5) // 6
+    fig.tight_layout(rect=(0, (0.25 + 0.2 * legend_rows) / (4.2 * rows), 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
