@@ -888,7 +888,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.seconds is None:
         args.seconds = 0.1 if q else 0.5
     if args.warmup is None:
-        args.warmup = 0.05 if q else 0.3
+        args.warmup = 0.05 if q else 0.2
     if args.floor_iterations is None:
         args.floor_iterations = 300 if q else 3000
     if args.rounds < 1 or args.seconds <= 0 or args.warmup < 0 or args.floor_iterations < 1:
