@@ -14,6 +14,7 @@ exits on ``close``, on a dead parent, or when it is killed.
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 import signal
@@ -316,17 +317,18 @@ class _Loop:
         obs, reward, terminated, truncated, info = env.step(self.read_action(i))
         if terminated or truncated:
             mode = self.mode
+            # The final observation is copied before reset(): an env may reuse
+            # (and reset overwrite) the array it returned.
             if mode == "sb3":
                 info = dict(info)
-                info["terminal_observation"] = obs
+                info["terminal_observation"] = copy.deepcopy(obs)
                 info["TimeLimit.truncated"] = bool(truncated and not terminated)
                 obs, _ = env.reset()
             elif mode == "same_step":
-                final_obs, final_info = obs, info
-                obs, info = env.reset()
-                info = dict(info)
-                info["final_obs"] = final_obs
-                info["final_info"] = final_info
+                final_obs, final_info = copy.deepcopy(obs), info
+                obs, reset_info = env.reset()
+                # gymnasium's layout: final_info, final_obs, then the reset info's keys.
+                info = {"final_info": final_info, "final_obs": final_obs, **reset_info}
             elif mode == "next_step":
                 self.needs_reset[k] = True
         self._write_obs(i, obs)
@@ -397,6 +399,10 @@ class _Loop:
             getter = getattr(env, "get_wrapper_attr", None)
             method = getter(name) if getter is not None else getattr(env, name)
             return method(*args, **kwargs)
+        if what == "call":  # gymnasium's VectorEnv.call: call it if callable
+            getter = getattr(env, "get_wrapper_attr", None)
+            attr = getter(name) if getter is not None else getattr(env, name)
+            return attr(*args, **kwargs) if callable(attr) else attr
         if what == "render":
             return env.render()
         if what == "is_wrapped":

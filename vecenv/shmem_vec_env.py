@@ -47,6 +47,7 @@ class State(enum.Enum):
     NEEDS_RESET = "needs reset"  # built, or an env failed: call reset()
     IDLE = "idle"  # ready for step_async / send / reset
     STEP_PENDING = "step pending"  # step_async sent, step_wait not yet called
+    RESET_PENDING = "reset pending"  # reset_async sent, reset_wait not yet called
     RUNNING = "running"  # envs in flight (send/recv API)
     CLOSED = "closed"
 
@@ -562,6 +563,7 @@ class ShmemVecEnv(VecEnv):
         hints = {
             State.NEEDS_RESET: "call reset() first",
             State.STEP_PENDING: "a step_async() is pending: call step_wait() first",
+            State.RESET_PENDING: "a reset_async() is pending: call reset_wait() first",
             State.RUNNING: "envs are in flight from send(): call recv() until none is, or reset()",
             State.IDLE: "no step_async() is pending: call step_async(actions) first",
         }
@@ -575,13 +577,32 @@ class ShmemVecEnv(VecEnv):
         return leaves[0] if self._single_obs else self._unflatten_obs(leaves)
 
     # ------------------------------------------------------------ the seed's API
-    def seed(self, seed: Optional[int] = None) -> List[Optional[int]]:
-        """Seed env ``i`` with ``seed + i`` at the next :meth:`reset` (as SB3 does).
+    def seed(self, seed: Union[int, Sequence[Optional[int]], None] = None) -> List[Optional[int]]:
+        """Seed env ``i`` with ``seed + i`` at the next :meth:`reset` (as SB3 does),
+        or with ``seed[i]`` when ``seed`` is a sequence of num_envs ints or Nones
+        (as gymnasium's vector envs do).
 
         Returns the list of seeds, one per env (all None for ``seed=None``).
+
+        Raises
+        ------
+        InvalidArgumentError
+            A seed that is not an int or None, or a sequence of the wrong length.
         """
-        if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)):
-            raise InvalidArgumentError(f"seed must be an int or None, got {seed!r}")
+
+        def bad(v):
+            return v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool))
+
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            seeds = list(seed)
+            if len(seeds) != self.num_envs or any(bad(v) for v in seeds):
+                raise InvalidArgumentError(
+                    f"seed as a sequence must hold num_envs={self.num_envs} ints or Nones, got {seed!r}"
+                )
+            self._seeds = [None if v is None else int(v) for v in seeds]
+            return list(self._seeds)
+        if bad(seed):
+            raise InvalidArgumentError(f"seed must be an int, a sequence or None, got {seed!r}")
         self._seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
         return list(self._seeds)
 
@@ -635,22 +656,84 @@ class ShmemVecEnv(VecEnv):
         ------
         WorkerError, WorkerDiedError, VecEnvTimeoutError
         """
-        self._guard("reset", State.NEEDS_RESET, State.IDLE, State.RUNNING)
+        self.reset_async()
+        if self.batch_size < self.num_envs:
+            return None
+        return self.reset_wait()
+
+    def reset_async(self, env_ids=None) -> None:
+        """Start resetting the envs ``env_ids`` (default: all) with the seeds and
+        options given by :meth:`seed` and :meth:`set_options`.
+
+        Parameters
+        ----------
+        env_ids : array-like of int, optional
+            Distinct env indices to reset; the others keep their state and
+            their last observation. Only with ``batch_size == num_envs``.
+
+        Raises
+        ------
+        StateError
+            A step or reset is pending (call its wait first), or a subset
+            reset with ``batch_size < num_envs``.
+        InvalidArgumentError
+            Bad ``env_ids``.
+        """
+        self._guard("reset_async", State.NEEDS_RESET, State.IDLE, State.RUNNING)
+        if env_ids is None:
+            ids = None
+        else:
+            ids = np.unique(np.asarray(env_ids, dtype=np.int64).reshape(-1))
+            if ids.size == 0 or ids[0] < 0 or ids[-1] >= self.num_envs:
+                raise InvalidArgumentError(
+                    f"env_ids must be non-empty env indices in [0, {self.num_envs}), got {env_ids!r}"
+                )
+            if self.batch_size < self.num_envs:
+                raise StateError(
+                    "reset_async(env_ids=...) needs batch_size == num_envs; reset all envs instead"
+                )
         if self._state is State.RUNNING:
             self._drain("reset")
-        self._send_reset_kwargs(range(self.num_envs))
-        self._ctrl.dispatch_all(_core.OP_RESET)
-        self._in_flight[:] = True
-        if self.batch_size < self.num_envs:
-            self._state = State.RUNNING
-            return None
-        self._state = State.STEP_PENDING
-        self._wait(self.num_envs, "reset")
-        flagged = self._ctrl.collect_all()
+        self._send_reset_kwargs(range(self.num_envs) if ids is None else ids)
+        if ids is None:
+            self._ctrl.dispatch_all(_core.OP_RESET)
+            self._in_flight[:] = True
+        else:
+            self._ctrl.dispatch(ids, _core.OP_RESET)
+            self._in_flight[ids] = True
+        self._state = State.RUNNING if self.batch_size < self.num_envs else State.RESET_PENDING
+
+    def reset_wait(self):
+        """Wait for the resets started by :meth:`reset_async`.
+
+        Returns
+        -------
+        observations : array, tuple or dict of arrays, each (num_envs, *shape)
+            All num_envs rows: envs that were not reset keep their last
+            observation. Copies, or views into shared memory with ``copy=False``.
+
+        ``self.reset_infos`` gets one dict per env ({} for envs not reset).
+
+        Raises
+        ------
+        StateError
+            No reset_async() is pending.
+        WorkerError, WorkerDiedError, VecEnvTimeoutError
+            As :meth:`step_wait`; after a timeout the reset stays pending.
+        """
+        if self._state is not State.RESET_PENDING:
+            self._guard("reset_wait", State.RESET_PENDING)
+        ids = np.flatnonzero(self._in_flight)
+        n = len(ids)
+        self._wait(n, "reset")
+        if n == self.num_envs:
+            flagged = self._ctrl.collect_all()
+        else:
+            flagged = self._ctrl.collect(n, self._ids_out)
         self._in_flight[:] = False
         infos = [{} for _ in range(self.num_envs)]
         if flagged:
-            got, errors = self._read_flagged(range(self.num_envs))
+            got, errors = self._read_flagged(ids)
             if errors:
                 self._raise_errors(errors)
             for i, info in got.items():
@@ -852,6 +935,11 @@ class ShmemVecEnv(VecEnv):
         return out
 
     def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
+        return self._call_finish(self._call_start(what, name, args, kwargs, indices))
+
+    def _call_start(self, what: str, name: str, args, kwargs, indices: Indices):
+        """Send a call to the envs ``indices``; :meth:`_call_finish` collects the
+        replies. Nothing else may be sent to the workers in between."""
         self._guard(what, State.IDLE, State.NEEDS_RESET)
         ids = self._indices(indices)
         by_worker: Dict[int, List[int]] = {}
@@ -860,17 +948,23 @@ class ShmemVecEnv(VecEnv):
         for w, wids in by_worker.items():
             self._resources.conns[w].send(("call", what, name, args, kwargs, wids))
             self._ctrl.post_message(w)
-        results: Dict[int, Any] = {}
-        errors: Dict[int, Any] = {}
+        return {"what": what, "name": name, "ids": ids, "by_worker": by_worker, "results": {}}
+
+    def _call_finish(self, pending) -> List[Any]:
+        """Collect the replies of :meth:`_call_start`. After a timeout, calling
+        it again with the same ``pending`` waits for the workers not yet heard."""
+        what, name, ids = pending["what"], pending["name"], pending["ids"]
+        by_worker, results = pending["by_worker"], pending["results"]
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        for w, wids in by_worker.items():
+        for w, wids in list(by_worker.items()):
             _, values = self._recv(w, deadline, f"{what}({name!r})")
-            for i, (kind, value) in zip(wids, values):
-                (results if kind == "ok" else errors)[i] = value
+            del by_worker[w]  # answered: a retry after a timeout skips it
+            for i, value in zip(wids, values):
+                results[i] = value
+        errors = {i: v for i, (kind, v) in results.items() if kind != "ok"}
         if errors:
-            err = self._worker_error(errors[min(errors)])
-            raise err
-        return [results[i] for i in ids]
+            raise self._worker_error(errors[min(errors)])
+        return [results[i][1] for i in ids]
 
     def env_method(
         self, method_name: str, *method_args, indices: Indices = None, **method_kwargs
