@@ -464,7 +464,7 @@ def test_env_errors_are_raised_as_their_own_type_and_the_env_recovers():
         assert isinstance(info.value, vecenv.WorkerError) and info.value.env_index == 0
         assert "raise ValueError" in info.value.worker_traceback
         envs.reset(seed=10)
-        with pytest.raises(ValueError, match="Error in step with [12]") as info:
+        with pytest.raises(ValueError, match=r"Error in step with [12]") as info:
             envs.step([0, 1, 2])
         assert sorted(info.value.errors) == [1, 2]
         obs, _ = envs.reset()  # after an error, a reset makes the envs usable again
@@ -552,9 +552,9 @@ def test_autoreset_same_step():
     try:
         envs.set_attr("max_count", [2, 3, 3])
         envs.reset()
-        obs, rew, term, trunc, info = envs.step([1, 2, 3])
+        obs, rew, term, trunc, info = envs.step([1, 2, 3])  # noqa: RUF059
         assert list(obs) == [1, 1, 1] and info == {}
-        obs, rew, term, trunc, info = envs.step([1, 2, 3])
+        obs, rew, term, _, info = envs.step([1, 2, 3])
         assert list(obs) == [0, 2, 2] and list(rew) == [1, 2, 3]
         assert list(term) == [True, False, False]
         assert data_equivalence(
@@ -566,7 +566,7 @@ def test_autoreset_same_step():
                 "_final_info": np.array([True, False, False]),
             },
         )
-        obs, rew, term, trunc, info = envs.step([1, 2, 3])
+        obs, rew, term, _trunc, info = envs.step([1, 2, 3])
         assert list(obs) == [1, 0, 0] and list(term) == [False, True, True]
         assert list(info["final_obs"]) == [None, 3, 3]
         assert list(info["_final_obs"]) == [False, True, True]
@@ -581,15 +581,15 @@ def test_autoreset_disabled_with_reset_mask():
         envs.set_attr("max_count", [2, 3, 3])
         envs.reset()
         envs.step([1, 2, 3])
-        obs, rew, term, trunc, info = envs.step([1, 2, 3])
+        obs, rew, term, trunc, info = envs.step([1, 2, 3])  # noqa: RUF059
         assert list(obs) == [2, 2, 2] and list(term) == [True, False, False]
         obs, info = envs.reset(options={"reset_mask": term})
         assert list(obs) == [0, 2, 2] and info == {}
-        obs, rew, term, trunc, info = envs.step([1, 2, 3])
+        obs, _, term, _, info = envs.step([1, 2, 3])
         assert list(obs) == [1, 3, 3] and list(term) == [False, True, True]
         obs, info = envs.reset(options={"reset_mask": term})
         assert list(obs) == [1, 0, 0]
-        obs, rew, term, trunc, info = envs.step([1, 2, 3])
+        obs, _rew, term, _trunc, info = envs.step([1, 2, 3])
         assert list(obs) == [2, 1, 1] and list(term) == [True, False, False]
     finally:
         envs.close()
