@@ -491,6 +491,24 @@ def test_int_seed_gives_seed_plus_index_and_lists_are_per_env():
         envs.close()
 
 
+class StrictResetEnv(CountEnv):
+    """reset() that needs both keywords, as gymnasium's vector envs always pass them."""
+
+    def reset(self, seed, options):
+        return super().reset(seed=seed, options=options)
+
+
+def test_reset_passes_seed_and_options_keywords_always():
+    envs = AsyncVectorEnv([StrictResetEnv] * 2, **ENGINE)
+    try:
+        obs, _ = envs.reset()
+        assert list(obs) == [0, 0]
+        obs, _ = envs.reset(seed=4, options={"reset_mask": np.array([False, True])})
+        assert list(obs) == [0, 5]
+    finally:
+        envs.close()
+
+
 def test_options_reach_every_env_and_are_not_modified():
     envs = counters(2)
     try:

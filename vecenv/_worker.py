@@ -339,6 +339,8 @@ class _Loop:
 
     def _reset(self, i: int, k: int):
         kwargs = self.reset_kwargs.pop(i, None) or {}
+        if self.mode != "sb3":  # gymnasium's vector envs always pass both keywords
+            kwargs = {"seed": kwargs.get("seed"), "options": kwargs.get("options")}
         self.needs_reset[k] = False
         obs, info = self.envs[k].reset(**kwargs)
         self._write_obs(i, obs)

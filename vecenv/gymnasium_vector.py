@@ -224,6 +224,7 @@ class AsyncVectorEnv(VectorEnv):
         self._venv: Optional[ShmemVecEnv] = None
         self._state = _Pending.DEFAULT
         self._pending_call: Any = None
+        self.num_envs = len(env_fns) if hasattr(env_fns, "__len__") else 0  # for repr()
         if worker is not None:
             raise InvalidArgumentError(
                 "AsyncVectorEnv(worker=...): vecenv runs its own worker loop over shared "
