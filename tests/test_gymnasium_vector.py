@@ -254,6 +254,34 @@ class FrameEnv(CountEnv):
         return np.full((4, 6, 3), self.count, np.uint8)
 
 
+class EchoEnv(gym.Env):
+    """Observes the action it was given; Tuple/Dict spaces for both."""
+
+    def __init__(self):
+        self.action_space = Tuple((Discrete(5), Dict({"v": Box(0, 1, (2,), np.float64)})))
+        self.observation_space = self.action_space
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.action_space.sample(), {}
+
+    def step(self, action):
+        assert action in self.action_space
+        return action, 0.0, False, False, {}
+
+
+def test_tuple_and_dict_actions_reach_the_envs():
+    envs = AsyncVectorEnv([EchoEnv] * 3, **ENGINE)
+    try:
+        envs.reset(seed=0)
+        envs.action_space.seed(1)
+        actions = envs.action_space.sample()
+        obs, *_ = envs.step(actions)
+        assert data_equivalence(obs, actions)
+    finally:
+        envs.close()
+
+
 def test_render_and_call():
     envs = AsyncVectorEnv([lambda: FrameEnv("rgb_array")] * 3, **ENGINE)
     try:
@@ -362,9 +390,31 @@ def test_envs_with_different_spaces_raise_runtime_error():
 
 
 @pytest.mark.parametrize("shared_memory", [True, False])
-def test_space_without_fixed_layout_is_a_value_error(shared_memory):
-    with pytest.raises(ValueError):
+def test_space_without_fixed_layout_is_a_value_and_type_error(shared_memory):
+    # gymnasium raises ValueError for custom spaces and TypeError for dynamic ones
+    with pytest.raises(ValueError, match="dynamic shape") as info:
         AsyncVectorEnv([OddEnv] * 2, shared_memory=shared_memory, **ENGINE)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, vecenv.SpaceError)
+    with pytest.raises(TypeError, match="static shared memory"):
+        AsyncVectorEnv([lambda: SampleEnv(gym.spaces.Text(4))] * 2, **ENGINE)
+
+
+def test_wrong_number_of_actions():
+    envs = counters(3)
+    try:
+        envs.reset()
+        with pytest.raises(ValueError, match="expected 3"):
+            envs.step([0, 0])
+        with pytest.raises(ValueError):
+            envs.step([0, 0, 0, 0])
+        with pytest.raises(TypeError, match="one action per env"):
+            envs.step(0)
+        with pytest.raises(ValueError, match="outside Discrete"):
+            envs.step([0, 0, 5])  # checked before anything is sent, unlike gymnasium
+        obs, *_ = envs.step([0, 0, 0])  # nothing was sent by the failed calls
+        assert list(obs) == [1, 1, 1]
+    finally:
+        envs.close()
 
 
 # ---------------------------------------------------------------- state machine

@@ -75,6 +75,15 @@ class _SpacesDifferError(SpaceError, RuntimeError):
     """The envs disagree on their spaces (gymnasium raises RuntimeError here)."""
 
 
+class _NoSharedLayoutError(SpaceError, TypeError):
+    """A space without a fixed layout (gymnasium's shared memory raises TypeError
+    for dynamic spaces and ValueError for custom ones: this is both)."""
+
+
+class _ScalarActionsError(InvalidArgumentError, TypeError):
+    """One scalar where a batch of actions is needed (gymnasium: TypeError)."""
+
+
 _ERROR_TYPES: Dict[Tuple[type, str], Optional[type]] = {}
 
 
@@ -293,7 +302,10 @@ class AsyncVectorEnv(VectorEnv):
         except SpaceError as exc:
             if "share their spaces" in str(exc):  # raised by ShmemVecEnv on disagreeing envs
                 raise _SpacesDifferError(str(exc)) from exc
-            raise
+            raise _NoSharedLayoutError(
+                f"{exc} As in gymnasium with shared memory: the space has a dynamic shape so "
+                "its not possible to make a static shared memory."
+            ) from exc
         except WorkerError as exc:
             raise _as_env_exception(exc) from None
         self._venv = venv
@@ -519,6 +531,11 @@ class AsyncVectorEnv(VectorEnv):
         """Start :meth:`step`; :meth:`step_wait` collects it."""
         self._assert_is_running()
         self._no_pending("step_async")
+        if not isinstance(actions, (tuple, dict)) and np.ndim(actions) == 0:
+            raise _ScalarActionsError(
+                f"step_async(actions={actions!r}): expected one action per env "
+                f"(num_envs={self.num_envs}), an element of {self.action_space}"
+            )
         self._venv.step_async(actions)
         self._state = _Pending.WAITING_STEP
 
