@@ -342,6 +342,28 @@ def test_copy_true_returns_owned_arrays_and_copy_false_views():
             envs.close()
 
 
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_start_methods(context):
+    envs = AsyncVectorEnv([cartpole(), cartpole()], context=context, num_workers=1)
+    try:
+        obs, _ = envs.reset(seed=3)
+        ref = SyncVectorEnv([cartpole(), cartpole()])
+        np.testing.assert_array_equal(obs, ref.reset(seed=3)[0])
+        ref.close()
+    finally:
+        envs.close()
+
+
+def test_engine_subset_reset_takes_indices_not_masks():
+    envs = counters(3, autoreset_mode="Disabled")
+    try:
+        envs.reset()
+        with pytest.raises(vecenv.InvalidArgumentError, match="flatnonzero"):
+            envs.engine.reset_async(np.array([True, False, True]))
+    finally:
+        envs.close()
+
+
 def test_max_concurrency_sets_the_number_of_workers():
     envs = AsyncVectorEnv([CountEnv] * 4, max_concurrency=2)
     try:

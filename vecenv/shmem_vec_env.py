@@ -683,7 +683,13 @@ class ShmemVecEnv(VecEnv):
         if env_ids is None:
             ids = None
         else:
-            ids = np.unique(np.asarray(env_ids, dtype=np.int64).reshape(-1))
+            ids = np.asarray(env_ids)
+            if ids.dtype.kind not in "iu":
+                raise InvalidArgumentError(
+                    f"env_ids must be env indices (ints), got dtype {ids.dtype}; "
+                    "for a bool mask pass np.flatnonzero(mask)"
+                )
+            ids = np.unique(ids.astype(np.int64).reshape(-1))
             if ids.size == 0 or ids[0] < 0 or ids[-1] >= self.num_envs:
                 raise InvalidArgumentError(
                     f"env_ids must be non-empty env indices in [0, {self.num_envs}), got {env_ids!r}"
