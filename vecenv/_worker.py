@@ -30,6 +30,11 @@ PARENT_CHECK_S = 0.25
 
 AUTORESET_MODES = ("sb3", "next_step", "same_step", "disabled")
 
+# With autoreset_mode="sb3", the info of an env whose episode ended carries the
+# info of its automatic reset under this key; the parent pops it into
+# ``reset_infos`` (as SB3's SubprocVecEnv does) before the info reaches users.
+RESET_INFO_KEY = "_vecenv_reset_info"
+
 
 @dataclass
 class WorkerSpec:
@@ -323,7 +328,7 @@ class _Loop:
                 info = dict(info)
                 info["terminal_observation"] = copy.deepcopy(obs)
                 info["TimeLimit.truncated"] = bool(truncated and not terminated)
-                obs, _ = env.reset()
+                obs, info[RESET_INFO_KEY] = env.reset()
             elif mode == "same_step":
                 final_obs, final_info = copy.deepcopy(obs), info
                 obs, reset_info = env.reset()

@@ -23,7 +23,7 @@ import numpy as np
 from gymnasium import spaces as gym_spaces
 
 from vecenv import _core, _layout, _shm
-from vecenv._worker import AUTORESET_MODES, WorkerSpec, worker_main
+from vecenv._worker import AUTORESET_MODES, RESET_INFO_KEY, WorkerSpec, worker_main
 from vecenv.base import Indices, VecEnv
 from vecenv.errors import (
     ClosedError,
@@ -650,7 +650,9 @@ class ShmemVecEnv(VecEnv):
             ``batch_size < num_envs`` the resets are only started and None is
             returned: collect them with :meth:`recv`.
 
-        Reset infos are kept in ``self.reset_infos`` (a list of dicts).
+        Reset infos are kept in ``self.reset_infos`` (a list of dicts); with
+        ``autoreset_mode="sb3"`` a step that resets env ``i`` replaces
+        ``reset_infos[i]`` with the info of that reset, as SB3 does.
 
         Raises
         ------
@@ -748,6 +750,13 @@ class ShmemVecEnv(VecEnv):
         self._state = State.IDLE
         return self._obs_batch()
 
+    def _split_reset_info(self, i: int, info: Dict[str, Any]) -> Dict[str, Any]:
+        """Move the info of env ``i``'s automatic reset ("sb3" autoreset) from
+        its step info into ``reset_infos[i]``; return the step info."""
+        if RESET_INFO_KEY in info:
+            self.reset_infos[i] = info.pop(RESET_INFO_KEY)
+        return info
+
     def _drain(self, what: str) -> None:
         """Wait for every env in flight and drop the results (before a reset)."""
         n = int(self._in_flight.sum())
@@ -821,7 +830,7 @@ class ShmemVecEnv(VecEnv):
             if errors:
                 self._raise_errors(errors)
             for i, info in got.items():
-                infos[i] = info
+                infos[i] = self._split_reset_info(i, info)
         self._state = State.IDLE
         return self._obs_batch(), self._rew.copy(), self._term | self._trunc, infos
 
@@ -915,7 +924,7 @@ class ShmemVecEnv(VecEnv):
                 self._raise_errors(errors)
             pos = {int(e): j for j, e in enumerate(ids)}
             for i, info in got.items():
-                infos[pos[i]] = info
+                infos[pos[i]] = self._split_reset_info(i, info)
         leaves = []
         for buf, out in zip(self._obs_bufs, self._gather_out):
             _core.gather_rows(_layout._bytes2d(buf), ids, _layout._bytes2d(out))
