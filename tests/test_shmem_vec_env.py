@@ -336,16 +336,36 @@ def test_tuple_observation_like_the_seed():
 
 
 def test_legacy_gym_env_through_shimmy():
+    """An env written against gym 0.26 (gym.Env, gym.spaces) is converted by
+    shimmy in the worker. (gym.make itself breaks under NumPy 2: its env
+    checker uses np.bool8, so the env is built directly.)"""
     gym_legacy = pytest.importorskip(
         "gym", reason="the legacy-gym extra (gym, shimmy) is not installed"
     )
     pytest.importorskip("shimmy")
 
-    def make_legacy():
-        return gym_legacy.make("CartPole-v1")
+    class LegacyEnv(gym_legacy.Env):
+        def __init__(self):
+            self.observation_space = gym_legacy.spaces.Box(-1, 1, (3,), np.float32)
+            self.action_space = gym_legacy.spaces.Discrete(2)
+            self.t = 0
 
-    with vecenv.ShmemVecEnv([make_legacy] * 2) as venv:
-        assert venv.reset().shape == (2, 4)
+        def reset(self, seed=None, options=None):
+            self.t = 0
+            return np.zeros(3, np.float32), {}
+
+        def step(self, action):
+            self.t += 1
+            return np.full(3, self.t, np.float32), 1.0, self.t >= 2, False, {}
+
+    with vecenv.ShmemVecEnv([LegacyEnv] * 2) as venv:
+        assert isinstance(venv.observation_space, spaces.Box)
+        assert isinstance(venv.action_space, spaces.Discrete)
+        assert venv.reset().shape == (2, 3)
+        venv.step(np.zeros(2, np.int64))
+        obs, _, dones, infos = venv.step(np.zeros(2, np.int64))
+        assert dones.all() and infos[0]["terminal_observation"].tolist() == [2, 2, 2]
+        assert obs.tolist() == [[0, 0, 0]] * 2
 
 
 def test_reset_kwargs_reach_the_envs_right_after_a_method_call():
