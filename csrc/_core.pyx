@@ -524,6 +524,10 @@ cdef class Control:
             if o:
                 self.op[i] = 0
                 out.append((i, o))
+        if out:
+            # Order the op reads before the caller's next loads (message_seq,
+            # actions): whatever the parent wrote before these ops is visible.
+            ve_fence()
         return out
 
     def publish(self, envs, statuses=None):

@@ -289,7 +289,7 @@ def test_restart_policy_reports_truncation_and_goes_on(context, tmp_path):
         for i in (2, 3):
             assert infos[i]["TimeLimit.truncated"] is True
             assert infos[i]["worker_restarted"] is True
-            assert infos[i]["env_id"] == i  # the reset info of the new env
+            assert venv.reset_infos[i] == {"env_id": i}  # the new env's reset info
         for i in (0, 1):
             assert "worker_restarted" not in infos[i]
         assert obs[:, 1].tolist() == [3, 3, 0, 0]  # restarted envs: reset observations
@@ -341,6 +341,38 @@ def test_worker_dying_during_reset_is_restarted_by_that_reset(tmp_path):
         assert venv.restart_count == 0
         obs, _, dones, _ = venv.step(ZEROS)
         assert obs[:, 1].tolist() == [1, 1, 1, 1] and not dones.any()
+
+
+def test_restart_policy_in_gymnasium_autoreset_mode(tmp_path):
+    with make(
+        "exit",
+        target=0,
+        at=2,
+        marker=tmp_path / "m",
+        on_worker_death="restart",
+        autoreset_mode="same_step",
+    ) as venv:
+        venv.reset()
+        venv.step(ZEROS)
+        _, _, dones, infos = venv.step(ZEROS)
+        assert dones.tolist() == [True, True, False, False]
+        assert infos[0] == {"env_id": 0, "TimeLimit.truncated": True, "worker_restarted": True}
+
+
+def test_subset_reset_also_resets_the_envs_of_a_restarted_worker():
+    with make() as venv:
+        venv.reset()
+        venv.step(ZEROS)
+        pid = venv.env_method("pid", indices=[2])[0]
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(vecenv.WorkerDiedError):
+            venv.step(ZEROS)
+        venv.reset_async(env_ids=[0])
+        obs = venv.reset_wait()
+        # env 0 was asked for; envs 2 and 3 are new; env 1 kept its state
+        # (worker 0 finished the failed step: its result was dropped).
+        assert obs[:, 1].tolist() == [0, 2, 0, 0]
+        assert venv.reset_infos[2] == {"env_id": 2} and venv.reset_infos[1] == {}
 
 
 def test_restart_cap_then_raises():

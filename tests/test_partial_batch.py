@@ -96,7 +96,9 @@ def test_no_starvation_over_thousands_of_recv():
             _, _, _, _, ids = venv.recv()
             counts[ids] += 1
             venv.send(np.zeros(k, np.int64), ids)
-    assert counts.min() >= 50, f"per-env recv counts {counts.tolist()}"
+    # A slow env finishes a step every millisecond or so: with FIFO batches it
+    # is collected soon after. Selection by index would never reach envs 4-7.
+    assert counts.min() >= 10, f"per-env recv counts {counts.tolist()}"
 
 
 def test_same_trajectories_as_lockstep_with_equal_step_times():

@@ -336,16 +336,36 @@ def test_tuple_observation_like_the_seed():
 
 
 def test_legacy_gym_env_through_shimmy():
+    """An env written against gym 0.26 (gym.Env, gym.spaces) is converted by
+    shimmy in the worker. (gym.make itself breaks under NumPy 2: its env
+    checker uses np.bool8, so the env is built directly.)"""
     gym_legacy = pytest.importorskip(
         "gym", reason="the legacy-gym extra (gym, shimmy) is not installed"
     )
     pytest.importorskip("shimmy")
 
-    def make_legacy():
-        return gym_legacy.make("CartPole-v1")
+    class LegacyEnv(gym_legacy.Env):
+        def __init__(self):
+            self.observation_space = gym_legacy.spaces.Box(-1, 1, (3,), np.float32)
+            self.action_space = gym_legacy.spaces.Discrete(2)
+            self.t = 0
 
-    with vecenv.ShmemVecEnv([make_legacy] * 2) as venv:
-        assert venv.reset().shape == (2, 4)
+        def reset(self, seed=None, options=None):
+            self.t = 0
+            return np.zeros(3, np.float32), {}
+
+        def step(self, action):
+            self.t += 1
+            return np.full(3, self.t, np.float32), 1.0, self.t >= 2, False, {}
+
+    with vecenv.ShmemVecEnv([LegacyEnv] * 2) as venv:
+        assert isinstance(venv.observation_space, spaces.Box)
+        assert isinstance(venv.action_space, spaces.Discrete)
+        assert venv.reset().shape == (2, 3)
+        venv.step(np.zeros(2, np.int64))
+        obs, _, dones, infos = venv.step(np.zeros(2, np.int64))
+        assert dones.all() and infos[0]["terminal_observation"].tolist() == [2, 2, 2]
+        assert obs.tolist() == [[0, 0, 0]] * 2
 
 
 def test_reset_kwargs_reach_the_envs_right_after_a_method_call():
@@ -358,3 +378,27 @@ def test_reset_kwargs_reach_the_envs_right_after_a_method_call():
             venv.seed(seed)
             venv.reset()
             assert venv.get_attr("_shift") == [(seed + i) % 7 for i in range(3)]
+
+
+@pytest.mark.parametrize(
+    "space",
+    [spaces.Dict({"a": spaces.Discrete(3)}), spaces.Tuple((spaces.Box(0, 1, (2,), np.float32),))],
+)
+def test_single_leaf_structured_observations_keep_their_structure(space):
+    """Regression: a Dict or Tuple with one leaf came back as a bare array."""
+
+    class OneLeafEnv(gym.Env):
+        observation_space = space
+        action_space = spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return self.observation_space.sample(), {}
+
+        def step(self, action):
+            return self.observation_space.sample(), 0.0, False, False, {}
+
+    with vecenv.ShmemVecEnv([OneLeafEnv] * 2, batch_size=2) as venv:
+        obs = venv.reset()
+        assert type(obs) is type(space.sample())
+        venv.send(np.zeros(2, np.int64))
+        assert type(venv.recv()[0]) is type(space.sample())

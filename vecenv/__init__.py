@@ -1,6 +1,7 @@
 """vecenv: fast, dependable vectorized RL environments over shared memory.
 
-Public names: :class:`VecEnv`, :class:`ShmemVecEnv`, :func:`make` and the
+Public names: :class:`VecEnv`, :class:`ShmemVecEnv`, :func:`make`, the
+gymnasium drop-in :class:`AsyncVectorEnv` with :func:`make_vec`, and the
 exceptions of :mod:`vecenv.errors`.
 """
 
@@ -26,11 +27,13 @@ from vecenv.errors import (
     WorkerDiedError,
     WorkerError,
 )
+from vecenv.gymnasium_vector import AsyncVectorEnv, make_vec
 from vecenv.shmem_vec_env import ShmemVecEnv, make
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncVectorEnv",
     "ClosedError",
     "InvalidArgumentError",
     "ObservationError",
@@ -45,5 +48,6 @@ __all__ = [
     "WorkerError",
     "__version__",
     "make",
+    "make_vec",
     "tile_images",
 ]

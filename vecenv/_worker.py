@@ -20,6 +20,7 @@ worker also checks its parent every ``PARENT_CHECK_S`` seconds while idle.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import pickle
@@ -36,6 +37,11 @@ from vecenv import _core, _layout, _shm
 PARENT_CHECK_S = 0.25
 
 AUTORESET_MODES = ("sb3", "next_step", "same_step", "disabled")
+
+# With autoreset_mode="sb3", the info of an env whose episode ended carries the
+# info of its automatic reset under this key; the parent pops it into
+# ``reset_infos`` (as SB3's SubprocVecEnv does) before the info reaches users.
+RESET_INFO_KEY = "_vecenv_reset_info"
 
 
 @dataclass
@@ -376,17 +382,18 @@ class _Loop:
             )
         if terminated or truncated:
             mode = self.mode
+            # The final observation is copied before reset(): an env may reuse
+            # (and reset overwrite) the array it returned.
             if mode == "sb3":
                 info = dict(info)
-                info["terminal_observation"] = obs
+                info["terminal_observation"] = copy.deepcopy(obs)
                 info["TimeLimit.truncated"] = bool(truncated and not terminated)
-                obs, _ = env.reset()
+                obs, info[RESET_INFO_KEY] = env.reset()
             elif mode == "same_step":
-                final_obs, final_info = obs, info
-                obs, info = env.reset()
-                info = dict(info)
-                info["final_obs"] = final_obs
-                info["final_info"] = final_info
+                final_obs, final_info = copy.deepcopy(obs), info
+                obs, reset_info = env.reset()
+                # gymnasium's layout: final_info, final_obs, then the reset info's keys.
+                info = {"final_info": final_info, "final_obs": final_obs, **reset_info}
             elif mode == "next_step":
                 self.needs_reset[k] = True
         self._write_obs(i, obs)
@@ -397,6 +404,8 @@ class _Loop:
 
     def _reset(self, i: int, k: int):
         kwargs = self.reset_kwargs.pop(i, None) or {}
+        if self.mode != "sb3":  # gymnasium's vector envs always pass both keywords
+            kwargs = {"seed": kwargs.get("seed"), "options": kwargs.get("options")}
         self.needs_reset[k] = False
         obs, info = self.envs[k].reset(**kwargs)
         self._write_obs(i, obs)
@@ -459,6 +468,10 @@ class _Loop:
             getter = getattr(env, "get_wrapper_attr", None)
             method = getter(name) if getter is not None else getattr(env, name)
             return method(*args, **kwargs)
+        if what == "call":  # gymnasium's VectorEnv.call: call it if callable
+            getter = getattr(env, "get_wrapper_attr", None)
+            attr = getter(name) if getter is not None else getattr(env, name)
+            return attr(*args, **kwargs) if callable(attr) else attr
         if what == "render":
             return env.render()
         if what == "is_wrapped":

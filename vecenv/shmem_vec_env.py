@@ -22,9 +22,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import cloudpickle
 import numpy as np
+from gymnasium import spaces as gym_spaces
 
 from vecenv import _core, _layout, _shm
-from vecenv._worker import AUTORESET_MODES, WorkerSpec, worker_main
+from vecenv._worker import AUTORESET_MODES, RESET_INFO_KEY, WorkerSpec, worker_main
 from vecenv.base import Indices, VecEnv
 from vecenv.errors import (
     ClosedError,
@@ -51,6 +52,7 @@ class State(enum.Enum):
     NEEDS_RESET = "needs reset"
     IDLE = "idle"  # ready for step_async / send / reset
     STEP_PENDING = "step pending"  # step_async sent, step_wait not yet called
+    RESET_PENDING = "reset pending"  # reset_async sent, reset_wait not yet called
     RUNNING = "running"  # envs in flight (send/recv API)
     CLOSED = "closed"
 
@@ -335,6 +337,10 @@ class ShmemVecEnv(VecEnv):
         self._reset_restarts: Optional[set] = None  # workers restarted by this reset()
         self._pending_kwargs: Dict[int, Dict[str, Any]] = {}  # this reset's seeds/options
         self._next_check = 0.0  # time.monotonic() of the next liveness check on the fast path
+        # Seconds for the next wait only, set by a caller that polls (the
+        # gymnasium façade's ``*_wait(timeout=...)``): when they run out, nothing
+        # is killed and the call stays pending. None: the ``timeout`` watchdog.
+        self._wait_timeout: Optional[float] = None
         self._ctrl = None
         self._ctx = get_context(context)
         self._daemon = daemon
@@ -513,7 +519,9 @@ class ShmemVecEnv(VecEnv):
         self._status = self._ctrl.arrays()[1]
         self._write_actions = _layout.make_action_writer(layout.action_leaves, self.action_space)
         self._unflatten_obs = _layout.make_unflattener(self.observation_space)
-        self._single_obs = len(obs) == 1
+        self._single_obs = not isinstance(
+            self.observation_space, (gym_spaces.Tuple, gym_spaces.Dict)
+        )
         self._in_flight = np.zeros(layout.num_envs, dtype=bool)
         self._ids_out = np.empty(layout.num_envs, dtype=np.int64)
         self._gather_out = [
@@ -529,7 +537,7 @@ class ShmemVecEnv(VecEnv):
         res.segment.unlink()  # no name left once everyone is attached (macOS)
 
     # ------------------------------------------------------------ plumbing
-    def _recv(self, w: int, deadline: Optional[float], what: str):
+    def _recv(self, w: int, deadline: Optional[float], what: str, keep: bool = False):
         """Receive a message from worker ``w``.
 
         Raises
@@ -537,8 +545,9 @@ class ShmemVecEnv(VecEnv):
         WorkerDiedError
             The worker died first (the caller buries or restarts it).
         VecEnvTimeoutError
-            ``deadline`` (a ``time.monotonic()`` value) passed; the worker was
-            killed, since a late reply would leave its pipe out of step.
+            ``deadline`` (a ``time.monotonic()`` value) passed; unless ``keep``
+            (the caller will wait again) the worker was killed, since a late
+            reply would leave its pipe out of step.
         """
         res = self._resources
         conn, proc = res.conns[w], res.procs[w]
@@ -546,10 +555,14 @@ class ShmemVecEnv(VecEnv):
             left = _SLICE_S if deadline is None else min(_SLICE_S, deadline - time.monotonic())
             if left <= 0:
                 lo, hi = self._ranges[w]
-                self._bury(w)
+                if keep:
+                    hint = "; the call is still pending"
+                else:
+                    self._bury(w)
+                    hint = self._killed_hint([w])
                 raise VecEnvTimeoutError(
                     f"envs {list(range(lo, hi))} (worker {w}) did not answer within the "
-                    f"timeout while {what}{self._killed_hint([w])}",
+                    f"timeout while {what}{hint}",
                     env_indices=range(lo, hi),
                 )
             ready = mp_connection.wait([conn, proc.sentinel], timeout=left)
@@ -736,8 +749,15 @@ class ShmemVecEnv(VecEnv):
             if i not in self._restarted:
                 continue
             self._restarted.discard(i)
-            info = dict(infos[pos])
-            info.update(self._restart_infos.pop(i, None) or {})
+            extra = self._restart_infos.pop(i, None)
+            if extra is None:  # this result is the reset the restart gave it
+                reset_info, info = infos[pos], {}
+            else:  # reset while the worker started; this result came after
+                reset_info, info = extra, dict(infos[pos])
+            if self.autoreset_mode == "sb3":  # as an automatic reset's info
+                self.reset_infos[i] = reset_info
+            else:
+                info = {**reset_info, **info}
             info["TimeLimit.truncated"] = True
             info["worker_restarted"] = True
             infos[pos] = info
@@ -786,11 +806,18 @@ class ShmemVecEnv(VecEnv):
         err.__cause__ = RemoteTraceback(payload["traceback"])
         return err
 
-    def _wait(self, target: int, what: str) -> None:
+    def _wait(self, target: int, what: str, pending: Optional[State] = None) -> None:
         """Wait until ``target`` envs are published. Every _SLICE_S seconds,
         check that the workers live (a dead one is restarted or raised, see
-        :meth:`_on_deaths`) and that the timeout has not passed."""
+        :meth:`_on_deaths`) and that the time has not run out.
+
+        Time runs out after ``_wait_timeout`` seconds when a caller set it
+        (and passes the ``pending`` state to go back to: nothing is killed),
+        else after the ``timeout`` watchdog (the late workers are killed).
+        """
         ctrl = self._ctrl
+        keep = pending is not None and self._wait_timeout is not None
+        limit = self._wait_timeout if keep else self.timeout
         if ctrl.wait_ready(target, self.spin, _SLICE_S) >= 0:
             # With partial batches the other envs may keep meeting the target
             # while a dead worker's envs starve: check liveness now and then.
@@ -805,15 +832,24 @@ class ShmemVecEnv(VecEnv):
             self._on_deaths(dead, what)
             if ctrl.published() >= target:
                 return
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout - _SLICE_S
+        deadline = None if limit is None else time.monotonic() + limit - _SLICE_S
         while True:
             dead = self._dead_workers()
             if dead:
                 self._on_deaths(dead, what)
                 if deadline is not None:  # a restart takes its own time
-                    deadline = time.monotonic() + self.timeout
+                    deadline = time.monotonic() + limit
             left = _SLICE_S if deadline is None else min(_SLICE_S, deadline - time.monotonic())
             if left <= 0 and ctrl.published() < target:
+                if keep:
+                    ready = ctrl.arrays()[2].astype(bool)
+                    late = [int(i) for i in np.flatnonzero(self._in_flight & ~ready)]
+                    self._state = pending
+                    raise VecEnvTimeoutError(
+                        f"envs {late} did not finish {what} within {limit} s; still pending: "
+                        "wait again, or close()",
+                        env_indices=late,
+                    )
                 self._timed_out(what)
             if ctrl.wait_ready(target, 0.0, max(left, 0.0)) >= 0:
                 return
@@ -883,6 +919,7 @@ class ShmemVecEnv(VecEnv):
         hints = {
             State.NEEDS_RESET: "call reset() first",
             State.STEP_PENDING: "a step_async() is pending: call step_wait() first",
+            State.RESET_PENDING: "a reset_async() is pending: call reset_wait() first",
             State.RUNNING: "envs are in flight from send(): call recv() until none is, or reset()",
             State.IDLE: "no step_async() is pending: call step_async(actions) first",
         }
@@ -896,13 +933,32 @@ class ShmemVecEnv(VecEnv):
         return leaves[0] if self._single_obs else self._unflatten_obs(leaves)
 
     # ------------------------------------------------------------ the seed's API
-    def seed(self, seed: Optional[int] = None) -> List[Optional[int]]:
-        """Seed env ``i`` with ``seed + i`` at the next :meth:`reset` (as SB3 does).
+    def seed(self, seed: Union[int, Sequence[Optional[int]], None] = None) -> List[Optional[int]]:
+        """Seed env ``i`` with ``seed + i`` at the next :meth:`reset` (as SB3 does),
+        or with ``seed[i]`` when ``seed`` is a sequence of num_envs ints or Nones
+        (as gymnasium's vector envs do).
 
         Returns the list of seeds, one per env (all None for ``seed=None``).
+
+        Raises
+        ------
+        InvalidArgumentError
+            A seed that is not an int or None, or a sequence of the wrong length.
         """
-        if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)):
-            raise InvalidArgumentError(f"seed must be an int or None, got {seed!r}")
+
+        def bad(v):
+            return v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool))
+
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            seeds = list(seed)
+            if len(seeds) != self.num_envs or any(bad(v) for v in seeds):
+                raise InvalidArgumentError(
+                    f"seed as a sequence must hold num_envs={self.num_envs} ints or Nones, got {seed!r}"
+                )
+            self._seeds = [None if v is None else int(v) for v in seeds]
+            return list(self._seeds)
+        if bad(seed):
+            raise InvalidArgumentError(f"seed must be an int, a sequence or None, got {seed!r}")
         self._seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
         return list(self._seeds)
 
@@ -954,7 +1010,9 @@ class ShmemVecEnv(VecEnv):
             ``batch_size < num_envs`` the resets are only started and None is
             returned: collect them with :meth:`recv`.
 
-        Reset infos are kept in ``self.reset_infos`` (a list of dicts).
+        Reset infos are kept in ``self.reset_infos`` (a list of dicts); with
+        ``autoreset_mode="sb3"`` a step that resets env ``i`` replaces
+        ``reset_infos[i]`` with the info of that reset, as SB3 does.
 
         Workers that died or were killed (after a WorkerDiedError or a
         timeout) are started again first, with new envs from their factories;
@@ -967,12 +1025,57 @@ class ShmemVecEnv(VecEnv):
         WorkerError, WorkerDiedError, VecEnvTimeoutError
             The vec env still needs a reset afterwards.
         """
-        self._guard("reset", State.NEEDS_RESET, State.IDLE, State.RUNNING)
-        self._state = State.NEEDS_RESET  # until this reset completes
-        self._reset_restarts = set()
+        self.reset_async()
+        if self.batch_size < self.num_envs:
+            return None
+        return self.reset_wait()
+
+    def reset_async(self, env_ids=None) -> None:
+        """Start resetting the envs ``env_ids`` (default: all) with the seeds and
+        options given by :meth:`seed` and :meth:`set_options`.
+
+        Dead or killed workers are started again first (their envs are added
+        to ``env_ids``); envs in flight are waited for and their results dropped.
+
+        Parameters
+        ----------
+        env_ids : array-like of int, optional
+            Distinct env indices to reset; the others keep their state and
+            their last observation. Only with ``batch_size == num_envs``.
+
+        Raises
+        ------
+        StateError
+            A step or reset is pending (call its wait first), or a subset
+            reset with ``batch_size < num_envs``.
+        InvalidArgumentError
+            Bad ``env_ids``.
+        WorkerError, WorkerDiedError, VecEnvTimeoutError
+            A worker could not be started again, or the envs in flight failed
+            to finish; the vec env still needs a reset.
+        """
+        self._guard("reset_async", State.NEEDS_RESET, State.IDLE, State.RUNNING)
+        if env_ids is None:
+            ids = None
+        else:
+            ids = np.asarray(env_ids)
+            if ids.dtype.kind not in "iu":
+                raise InvalidArgumentError(
+                    f"env_ids must be env indices (ints), got dtype {ids.dtype}; "
+                    "for a bool mask pass np.flatnonzero(mask)"
+                )
+            ids = np.unique(ids.astype(np.int64).reshape(-1))
+            if ids.size == 0 or ids[0] < 0 or ids[-1] >= self.num_envs:
+                raise InvalidArgumentError(
+                    f"env_ids must be non-empty env indices in [0, {self.num_envs}), got {env_ids!r}"
+                )
+            if self.batch_size < self.num_envs:
+                raise StateError(
+                    "reset_async(env_ids=...) needs batch_size == num_envs; reset all envs instead"
+                )
+        self._state = State.NEEDS_RESET  # until the reset completes
+        self._reset_restarts = set()  # a worker may be restarted once per reset
         try:
-            self._restarted.clear()
-            self._restart_infos.clear()
             dead = sorted(self._dead.union(self._dead_workers()))
             if dead:
                 self._on_deaths(dead, "reset")
@@ -980,28 +1083,84 @@ class ShmemVecEnv(VecEnv):
                 self._drain("reset")
             if self._dirty:
                 self._resync()
-            self._send_reset_kwargs(range(self.num_envs))
-            self._in_flight.fill(True)
-            self._ctrl.dispatch_all(_core.OP_RESET)
-            if self.batch_size < self.num_envs:
-                self._state = State.RUNNING
-                return None
-            self._wait(self.num_envs, "reset")
-            flagged = self._ctrl.collect_all()
+            if ids is not None and self._reset_restarts:  # their envs are new: reset them too
+                new = [i for w in self._reset_restarts for i in range(*self._ranges[w])]
+                ids = np.union1d(ids, np.asarray(new, dtype=np.int64))
+            self._restarted.clear()
+            self._restart_infos.clear()
+            self._send_reset_kwargs(range(self.num_envs) if ids is None else ids)
+            if ids is None:
+                self._in_flight.fill(True)
+                self._ctrl.dispatch_all(_core.OP_RESET)
+            else:
+                self._in_flight[ids] = True
+                self._ctrl.dispatch(ids, _core.OP_RESET)
+        except BaseException:
+            self._reset_restarts = None
+            raise
+        if self.batch_size < self.num_envs:
+            self._reset_restarts = None  # recv() collects the resets like steps
+            self._state = State.RUNNING
+        else:
+            self._state = State.RESET_PENDING
+
+    def reset_wait(self):
+        """Wait for the resets started by :meth:`reset_async`.
+
+        Returns
+        -------
+        observations : array, tuple or dict of arrays, each (num_envs, *shape)
+            All num_envs rows: envs that were not reset keep their last
+            observation. Copies, or views into shared memory with ``copy=False``.
+
+        ``self.reset_infos`` gets one dict per env ({} for envs not reset).
+        A worker that dies meanwhile is started again (once per reset).
+
+        Raises
+        ------
+        StateError
+            No reset_async() is pending.
+        WorkerError, WorkerDiedError, VecEnvTimeoutError
+            As :meth:`step_wait`: the vec env needs a reset(), except after the
+            timeout of a single wait (see ``_wait_timeout``), when the reset
+            stays pending.
+        """
+        if self._state is not State.RESET_PENDING:
+            self._guard("reset_wait", State.RESET_PENDING)
+        self._state = State.NEEDS_RESET  # until the reset completes
+        try:
+            ids = np.flatnonzero(self._in_flight)
+            n = len(ids)
+            self._wait(n, "reset", State.RESET_PENDING)
+            if n == self.num_envs:
+                flagged = self._ctrl.collect_all()
+            else:
+                flagged = self._ctrl.collect(n, self._ids_out)
             self._in_flight.fill(False)
             infos = [{} for _ in range(self.num_envs)]
             if flagged:
-                got, errors = self._read_flagged(range(self.num_envs))
+                got, errors = self._read_flagged(ids)
                 if errors:
                     self._raise_errors(errors)
                 for i, info in got.items():
                     infos[i] = info
+            for i, info in self._restart_infos.items():  # reset while restarting
+                infos[i] = info
+            self._restart_infos.clear()
         finally:
-            self._reset_restarts = None
+            if self._state is not State.RESET_PENDING:
+                self._reset_restarts = None
         self.reset_infos = infos
         self._pending_kwargs = {}
         self._state = State.IDLE
         return self._obs_batch()
+
+    def _split_reset_info(self, i: int, info: Dict[str, Any]) -> Dict[str, Any]:
+        """Move the info of env ``i``'s automatic reset ("sb3" autoreset) from
+        its step info into ``reset_infos[i]``; return the step info."""
+        if RESET_INFO_KEY in info:
+            self.reset_infos[i] = info.pop(RESET_INFO_KEY)
+        return info
 
     def _drain(self, what: str) -> None:
         """Wait for every env in flight and drop the results (before a reset).
@@ -1075,7 +1234,7 @@ class ShmemVecEnv(VecEnv):
             self._guard("step_wait", State.STEP_PENDING)
         self._state = State.NEEDS_RESET  # until this step completes
         n = self.num_envs
-        self._wait(n, "step")
+        self._wait(n, "step", State.STEP_PENDING)
         flagged = self._ctrl.collect_all()
         self._in_flight.fill(False)
         infos = [{} for _ in range(n)]
@@ -1084,7 +1243,7 @@ class ShmemVecEnv(VecEnv):
             if errors:
                 self._raise_errors(errors)
             for i, info in got.items():
-                infos[i] = info
+                infos[i] = self._split_reset_info(i, info)
         if self._restarted:
             self._report_restarts(range(n), infos)
         self._state = State.IDLE
@@ -1170,7 +1329,7 @@ class ShmemVecEnv(VecEnv):
                 "send() actions for the env_ids of the last recv() first"
             )
         self._state = State.NEEDS_RESET  # until this batch is collected
-        self._wait(k, "step")
+        self._wait(k, "step", State.RUNNING)
         flagged = self._ctrl.collect(k, self._ids_out)
         ids = self._ids_out[:k].copy()
         self._in_flight[ids] = False
@@ -1181,7 +1340,7 @@ class ShmemVecEnv(VecEnv):
                 self._raise_errors(errors)
             pos = {int(e): j for j, e in enumerate(ids)}
             for i, info in got.items():
-                infos[pos[i]] = info
+                infos[pos[i]] = self._split_reset_info(i, info)
         if self._restarted:
             self._report_restarts(ids, infos)
         leaves = []
@@ -1208,6 +1367,11 @@ class ShmemVecEnv(VecEnv):
         return out
 
     def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
+        return self._call_finish(self._call_start(what, name, args, kwargs, indices))
+
+    def _call_start(self, what: str, name: str, args, kwargs, indices: Indices):
+        """Send a call to the envs ``indices``; :meth:`_call_finish` collects the
+        replies. Nothing else may be sent to the workers in between."""
         self._guard(what, State.IDLE, State.NEEDS_RESET)
         ids = self._indices(indices)
         by_worker: Dict[int, List[int]] = {}
@@ -1219,29 +1383,55 @@ class ShmemVecEnv(VecEnv):
                 f"{what}() cannot reach envs of dead worker(s) {dead}: call reset() first, "
                 "which starts them again"
             )
-        results: Dict[int, Any] = {}
-        errors: Dict[int, Any] = {}
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        where = f"{what}({name!r})"
-        self._dirty = True  # until every reply is read
+        self._dirty = True  # until every reply is read (reset() resyncs otherwise)
         try:
             for w, wids in by_worker.items():
                 self._post(w, ("call", what, name, args, kwargs, wids))
-            for w, wids in by_worker.items():
-                _, values = self._recv(w, deadline, where)
-                for i, (kind, value) in zip(wids, values):
-                    (results if kind == "ok" else errors)[i] = value
+        except WorkerDiedError as exc:
+            self._bury(int(self._env_worker[exc.env_indices[0]]))
+            self._state = State.NEEDS_RESET
+            raise
+        return {"what": what, "name": name, "ids": ids, "by_worker": by_worker, "results": {}}
+
+    def _call_finish(self, pending) -> List[Any]:
+        """Collect the replies of :meth:`_call_start`.
+
+        After the timeout of a single wait (``_wait_timeout``), calling it
+        again with the same ``pending`` waits for the workers not yet heard.
+        After a death, the ``timeout`` watchdog (the late worker is killed) or
+        Ctrl-C, the vec env needs a reset().
+        """
+        what, name, ids = pending["what"], pending["name"], pending["ids"]
+        by_worker, results = pending["by_worker"], pending["results"]
+        lost = sorted(w for w in by_worker if w in self._dead)
+        if lost:
+            raise StateError(
+                f"{what}({name!r}) was abandoned: worker(s) {lost} were killed; call reset()"
+            )
+        keep = self._wait_timeout is not None
+        limit = self._wait_timeout if keep else self.timeout
+        deadline = None if limit is None else time.monotonic() + limit
+        where = f"{what}({name!r})"
+        try:
+            for w, wids in list(by_worker.items()):
+                _, values = self._recv(w, deadline, where, keep=keep)
+                del by_worker[w]  # answered: a retry after a timeout skips it
+                for i, value in zip(wids, values):
+                    results[i] = value
+        except VecEnvTimeoutError:
+            if not keep:
+                self._state = State.NEEDS_RESET
+            raise
         except BaseException as exc:
-            # A death, a timeout or Ctrl-C: replies may still come; reset() resyncs.
             if isinstance(exc, WorkerDiedError):
                 self._bury(int(self._env_worker[exc.env_indices[0]]))
             self._state = State.NEEDS_RESET
             raise
         self._dirty = False
+        errors = {i: v for i, (kind, v) in results.items() if kind != "ok"}
         if errors:
-            err = self._worker_error(errors[min(errors)])
-            raise err
-        return [results[i] for i in ids]
+            raise self._worker_error(errors[min(errors)])
+        return [results[i][1] for i in ids]
 
     def env_method(
         self, method_name: str, *method_args, indices: Indices = None, **method_kwargs

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install what the benchmark suite needs into the current Python, then run it.
+# Arguments go to benchmarks/run.py, e.g.
+#   bash scripts/bench.sh                       # the default suite (a few minutes)
+#   bash scripts/bench.sh --quick               # a smoke test
+#   bash scripts/bench.sh --envs noop,cartpole --num-envs 8,16
+# PYTHON picks the interpreter (default python3); VECENV_BENCH_NO_INSTALL=1
+# skips the installs. Results: benchmarks/results/latest.json and latest.png.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ "${VECENV_BENCH_NO_INSTALL:-0}" != "1" ]; then
+  # stable-baselines3 pulls in PyTorch: take the CPU build first so pip does not
+  # fetch a multi-gigabyte CUDA one.
+  "$PY" -m pip install -q "torch==2.13.0"
+  # vecenv itself (builds the extension), ale-py, matplotlib, rich, psutil, SB3.
+  "$PY" -m pip install -q ".[bench,sb3]"
+  # Optional peers and envs: the suite skips them with a note when they are missing.
+  "$PY" -m pip install -q envpool ||
+    echo "bench.sh: envpool did not install; its contenders will be skipped" >&2
+  "$PY" -m pip install -q ".[mujoco]" ||
+    echo "bench.sh: mujoco did not install; HalfCheetah-v5 will be skipped" >&2
+fi
+# A script's own folder (benchmarks/) heads sys.path, not the source tree: the
+# suite measures the installed vecenv.
+exec "$PY" benchmarks/run.py "$@"

@@ -1,0 +1,778 @@
+"""A drop-in for ``gymnasium.vector.AsyncVectorEnv`` on vecenv's engine (parent side).
+
+:class:`AsyncVectorEnv` is a ``gymnasium.vector.VectorEnv`` with the
+constructor, methods, return values, info batching, autoreset modes and
+exceptions of gymnasium's ``AsyncVectorEnv`` (gymnasium 1.x,
+``gymnasium/vector/async_vector_env.py``). It owns a
+:class:`~vecenv.ShmemVecEnv` and translates: it adds no second engine, and
+every step, reset and call runs in vecenv's workers over shared memory.
+
+:func:`make_vec` has the signature of ``gymnasium.make_vec`` and builds this
+class for ``vectorization_mode="async"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy as copy_module
+import enum
+import importlib
+import multiprocessing
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+
+import numpy as np
+from gymnasium import Space, logger
+from gymnasium import error as gym_error
+from gymnasium.spaces.utils import is_space_dtype_shape_equiv
+from gymnasium.vector import VectorEnv
+from gymnasium.vector.utils import batch_differing_spaces, batch_space
+from gymnasium.vector.vector_env import AutoresetMode
+
+from vecenv.errors import (
+    ClosedError,
+    InvalidArgumentError,
+    SpaceError,
+    StateError,
+    VecEnvTimeoutError,
+    WorkerError,
+)
+from vecenv.shmem_vec_env import ShmemVecEnv
+
+__all__ = [
+    "AlreadyPendingCallError",
+    "AsyncVectorEnv",
+    "ClosedEnvironmentError",
+    "NoAsyncCallError",
+    "WaitTimeoutError",
+    "make_vec",
+]
+
+
+# ---------------------------------------------------------------- exceptions
+# Each is gymnasium's exception (so `except gymnasium.error.X` works) and
+# vecenv's matching one (so `except vecenv.StateError` works too).
+class AlreadyPendingCallError(gym_error.AlreadyPendingCallError, StateError):
+    """An ``*_async`` call, ``set_attr`` or ``reset`` while another call is pending.
+
+    ``name`` is the pending call: ``"reset"``, ``"step"`` or ``"call"``.
+    """
+
+
+class NoAsyncCallError(gym_error.NoAsyncCallError, StateError):
+    """A ``*_wait`` call without the matching ``*_async`` call before it."""
+
+
+class ClosedEnvironmentError(gym_error.ClosedEnvironmentError, ClosedError):
+    """Any call after :meth:`AsyncVectorEnv.close`."""
+
+
+class WaitTimeoutError(VecEnvTimeoutError, multiprocessing.TimeoutError):
+    """A ``*_wait(timeout=...)`` ran out of time. Both ``multiprocessing.TimeoutError``
+    (what gymnasium raises) and the builtin ``TimeoutError``."""
+
+
+class _SpacesDifferError(SpaceError, RuntimeError):
+    """The envs disagree on their spaces (gymnasium raises RuntimeError here)."""
+
+
+class _NoSharedLayoutError(SpaceError, TypeError):
+    """A space without a fixed layout (gymnasium's shared memory raises TypeError
+    for dynamic spaces and ValueError for custom ones: this is both)."""
+
+
+class _ScalarActionsError(InvalidArgumentError, TypeError):
+    """One scalar where a batch of actions is needed (gymnasium: TypeError)."""
+
+
+_ERROR_TYPES: Dict[Tuple[type, str], Optional[type]] = {}
+
+
+def _as_env_exception(err: WorkerError) -> BaseException:
+    """``err`` as an instance of the env's own exception type too (gymnasium
+    re-raises the worker's exception type), falling back to ``err`` itself."""
+    name = err.exc_type
+    key = (type(err), name)
+    cls = _ERROR_TYPES.get(key)
+    if cls is None and name and key not in _ERROR_TYPES:
+        module, _, qualname = name.rpartition(".")
+        try:
+            env_cls: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                env_cls = getattr(env_cls, part)
+            if (
+                isinstance(env_cls, type)
+                and issubclass(env_cls, Exception)
+                and not issubclass(env_cls, WorkerError)
+            ):
+                cls = type(env_cls.__name__, (type(err), env_cls), {"__module__": __name__})
+        except Exception:  # unknown module, layout conflict...: keep the WorkerError
+            cls = None
+        _ERROR_TYPES[key] = cls
+    if cls is None:
+        return err
+    try:
+        new = cls(
+            err.args[0],
+            env_index=err.env_index,
+            exc_type=name,
+            worker_traceback=err.worker_traceback,
+        )
+    except Exception:
+        return err
+    new.__cause__ = err.__cause__
+    for attr in ("errors", "env_indices", "exitcode"):
+        if hasattr(err, attr):
+            setattr(new, attr, getattr(err, attr))
+    return new
+
+
+class _Pending(enum.Enum):
+    # Values are gymnasium's AsyncState values: they appear in error messages
+    # and name the *_wait method that finishes the call.
+    DEFAULT = "default"
+    WAITING_RESET = "reset"
+    WAITING_STEP = "step"
+    WAITING_CALL = "call"
+
+
+_AUTORESET_NAMES = {
+    AutoresetMode.NEXT_STEP: "next_step",
+    AutoresetMode.SAME_STEP: "same_step",
+    AutoresetMode.DISABLED: "disabled",
+}
+
+_ENGINE_KEYS = (
+    "num_workers",
+    "envs_per_worker",
+    "timeout",
+    "start_timeout",
+    "spin",
+    "cpu_affinity",
+)
+
+
+class AsyncVectorEnv(VectorEnv):
+    """Step ``len(env_fns)`` envs in vecenv's worker processes, with the API of
+    ``gymnasium.vector.AsyncVectorEnv``.
+
+    Parameters
+    ----------
+    env_fns : sequence of callables
+        One factory per env returning a ``gymnasium.Env``; all envs must have
+        equal observation and action spaces. Pickled with cloudpickle.
+    shared_memory : bool
+        Accepted for compatibility. Observations always travel through shared
+        memory, so spaces must be fixed-size (Box, Discrete, MultiDiscrete,
+        MultiBinary, and Tuple/Dict of them): other spaces raise
+        :class:`~vecenv.SpaceError` (a ValueError) with either value.
+    copy : bool
+        True: ``reset``/``step`` return observations the caller owns. False:
+        views into shared memory, overwritten by the next step or reset.
+    context : {"fork", "spawn", "forkserver"}, optional
+        multiprocessing start method (default: the platform's).
+    daemon : bool
+        Start the workers as daemon processes.
+    worker : None
+        Must be None: vecenv runs its own worker loop. Anything else raises
+        :class:`~vecenv.InvalidArgumentError` (a ValueError).
+    observation_mode : "same", "different" or (observation_space, single_observation_space)
+        How the batched observation space is built: ``batch_space`` of the
+        envs' space ("same"), ``batch_differing_spaces`` ("different"), or the
+        given pair (must have the envs' shapes and dtypes). The envs
+        themselves must still share one observation space.
+    autoreset_mode : AutoresetMode or str
+        NEXT_STEP (default), SAME_STEP or DISABLED, as in gymnasium.
+    max_concurrency : int, optional
+        At most this many envs run at once: vecenv starts this many workers,
+        each stepping its envs in turn. Default: one worker per usable CPU.
+    num_workers, envs_per_worker, timeout, start_timeout, spin, cpu_affinity
+        vecenv's own options, passed to :class:`~vecenv.ShmemVecEnv`
+        (keyword only). ``timeout`` (seconds) is the default for every wait.
+
+    Attributes
+    ----------
+    single_observation_space, observation_space : gymnasium.spaces.Space
+        One env's space, and ``batch_space(single, num_envs)``.
+    single_action_space, action_space : gymnasium.spaces.Space
+    metadata : dict
+        The first env's metadata plus ``"autoreset_mode"`` (an AutoresetMode).
+    render_mode : str or None
+
+    Raises
+    ------
+    InvalidArgumentError
+        A custom ``worker``, bad ``max_concurrency`` or engine options (ValueError).
+    SpaceError
+        A space that cannot live in shared memory (ValueError); envs whose
+        spaces differ raise a subclass that is also a RuntimeError.
+    WorkerError
+        An env factory raised.
+
+    Notes
+    -----
+    Differences from gymnasium, all deliberate: after a ``*_wait`` timeout the
+    call stays pending (call the wait again, or ``close()``), where gymnasium
+    forgets it and leaves stale replies in its pipes; ``options`` given to
+    ``reset`` is not modified (gymnasium pops ``"reset_mask"`` from it); and
+    a worker error leaves the other envs usable after a ``reset()``.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        shared_memory: bool = True,
+        copy: bool = True,
+        context: Optional[str] = None,
+        daemon: bool = True,
+        worker: Optional[Callable[..., None]] = None,
+        observation_mode: Union[str, Tuple[Space, Space]] = "same",
+        autoreset_mode: Union[str, AutoresetMode] = AutoresetMode.NEXT_STEP,
+        max_concurrency: Optional[int] = None,
+        **engine_options: Any,
+    ):
+        self._venv: Optional[ShmemVecEnv] = None
+        self._state = _Pending.DEFAULT
+        self._pending_call: Any = None
+        self.num_envs = len(env_fns) if hasattr(env_fns, "__len__") else 0  # for repr()
+        if worker is not None:
+            raise InvalidArgumentError(
+                "AsyncVectorEnv(worker=...): vecenv runs its own worker loop over shared "
+                "memory and cannot run a custom worker; wrap the env (gymnasium.Wrapper) or "
+                "choose an autoreset_mode instead"
+            )
+        unknown = sorted(set(engine_options) - set(_ENGINE_KEYS))
+        if unknown:
+            raise TypeError(
+                f"AsyncVectorEnv() got unexpected keyword arguments {unknown}; "
+                f"vecenv's own options are {list(_ENGINE_KEYS)}"
+            )
+        mode = (
+            autoreset_mode
+            if isinstance(autoreset_mode, AutoresetMode)
+            else AutoresetMode(autoreset_mode)
+        )
+        if max_concurrency is not None:
+            if not isinstance(max_concurrency, (int, np.integer)) or isinstance(
+                max_concurrency, bool
+            ):
+                raise InvalidArgumentError(
+                    f"`max_concurrency` must be an integer or None, got {type(max_concurrency)}."
+                )
+            if max_concurrency < 1:
+                raise InvalidArgumentError(
+                    f"`max_concurrency` must be a positive or None, got {max_concurrency}."
+                )
+            if (
+                engine_options.get("num_workers") is None
+                and engine_options.get("envs_per_worker") is None
+            ):
+                engine_options["num_workers"] = int(max_concurrency)
+        custom_spaces = None
+        if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
+            if not all(isinstance(s, Space) for s in observation_mode):
+                raise TypeError(
+                    "Expected both elements of observation_mode to be Spaces, got "
+                    f"{type(observation_mode[0])} and {type(observation_mode[1])}"
+                )
+            custom_spaces = observation_mode
+        elif not (isinstance(observation_mode, str) and observation_mode in ("same", "different")):
+            raise InvalidArgumentError(
+                "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single "
+                f"and batch observation space, actual got {observation_mode}"
+            )
+
+        self.env_fns = env_fns
+        self.shared_memory = shared_memory
+        self.copy = copy
+        self.context = context
+        self.daemon = daemon
+        self.worker = worker
+        self.observation_mode = observation_mode
+        self.autoreset_mode = mode
+        self.max_concurrency = max_concurrency
+        try:
+            venv = ShmemVecEnv(
+                env_fns,
+                context=context,
+                copy=copy,
+                daemon=daemon,
+                autoreset_mode=_AUTORESET_NAMES[mode],
+                **engine_options,
+            )
+        except SpaceError as exc:
+            if "share their spaces" in str(exc):  # raised by ShmemVecEnv on disagreeing envs
+                raise _SpacesDifferError(str(exc)) from exc
+            raise _NoSharedLayoutError(
+                f"{exc} As in gymnasium with shared memory: the space has a dynamic shape so "
+                "its not possible to make a static shared memory."
+            ) from exc
+        except WorkerError as exc:
+            raise _as_env_exception(exc) from None
+        self._venv = venv
+        self.num_envs = venv.num_envs
+        engine_md = dict(venv.metadata)
+        self.render_mode = engine_md.pop("render_mode", None)
+        engine_md.pop("env_spec_id", None)
+        self.metadata = engine_md
+        self.metadata["autoreset_mode"] = mode
+        self.single_action_space = venv.action_space
+        self.action_space = batch_space(venv.action_space, self.num_envs)
+        env_obs_space = venv.observation_space
+        if custom_spaces is not None:
+            self.observation_space, self.single_observation_space = custom_spaces
+            if not is_space_dtype_shape_equiv(self.single_observation_space, env_obs_space):
+                venv.close()
+                raise _SpacesDifferError(
+                    "AsyncVectorEnv(..., observation_mode='different' or custom space) however the "
+                    "sub-environment's observation spaces do not share a common shape and dtype."
+                )
+        elif observation_mode == "different":
+            self.single_observation_space = env_obs_space
+            self.observation_space = batch_differing_spaces([env_obs_space] * self.num_envs)
+        else:
+            self.single_observation_space = env_obs_space
+            self.observation_space = batch_space(env_obs_space, self.num_envs)
+
+    # ------------------------------------------------------------ helpers
+    @property
+    def engine(self) -> ShmemVecEnv:
+        """The :class:`~vecenv.ShmemVecEnv` that runs the envs (for its
+        statistics and options; calling its step/reset directly desynchronizes
+        this object)."""
+        self._assert_is_running()
+        return self._venv
+
+    def _assert_is_running(self) -> None:
+        if self.closed or self._venv is None:
+            raise ClosedEnvironmentError(
+                f"Trying to operate on `{type(self).__name__}`, after a call to `close()`."
+            )
+
+    def _no_pending(self, method: str, sep: str = ".") -> None:
+        if self._state is not _Pending.DEFAULT:
+            raise AlreadyPendingCallError(
+                f"Calling `{method}` while waiting for a pending call to "
+                f"`{self._state.value}` to complete{sep}",
+                str(self._state.value),
+            )
+
+    def _expect(self, state: _Pending, method: str, starter: str) -> None:
+        if self._state is not state:
+            raise NoAsyncCallError(
+                f"Calling `{method}` without any prior call to `{starter}`.", state.value
+            )
+
+    @contextlib.contextmanager
+    def _waiting(self, method: str, timeout: Optional[float]):
+        """Run a wait with ``timeout`` (None: the engine's own timeout) and
+        turn engine errors into gymnasium's."""
+        venv = self._venv
+        if timeout is not None:  # this wait only: on expiry nothing is killed
+            venv._wait_timeout = max(float(timeout), 0.0)
+        try:
+            yield
+        except VecEnvTimeoutError as exc:
+            shown = timeout if timeout is not None else venv.timeout
+            raise WaitTimeoutError(
+                f"The call to `{method}` has timed out after {shown} second(s).",
+                env_indices=exc.env_indices,
+            ) from exc
+        except WorkerError as exc:
+            self._state = _Pending.DEFAULT
+            self._pending_call = None
+            raise _as_env_exception(exc) from None
+        finally:
+            venv._wait_timeout = None
+
+    def _batch_infos(self, infos) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for i, info in enumerate(infos):
+            if info:
+                out = self._add_info(out, info, i)
+        return out
+
+    # ------------------------------------------------------------ reset
+    def reset(
+        self,
+        *,
+        seed: Union[int, Sequence[Optional[int]], None] = None,
+        options: Optional[Dict[str, Any]] = None,
+    ):
+        """Reset the envs (all, or those of ``options["reset_mask"]``).
+
+        Parameters
+        ----------
+        seed : int, sequence of int/None, or None
+            An int seeds env ``i`` with ``seed + i``; a sequence gives one seed
+            per env.
+        options : dict, optional
+            Passed to every env's ``reset``. ``options["reset_mask"]`` (bool
+            array, shape (num_envs,), at least one True) resets only those envs;
+            the others keep their last observation and report no info.
+
+        Returns
+        -------
+        observations : array, tuple or dict of arrays, each (num_envs, *shape)
+        infos : dict
+            Batched the gymnasium way: each key holds an array over envs and
+            ``"_key"`` a bool mask of the envs that reported it.
+
+        Raises
+        ------
+        ValueError, TypeError
+            Bad ``seed`` or ``reset_mask`` (gymnasium's messages).
+        AlreadyPendingCallError, ClosedEnvironmentError
+        """
+        self.reset_async(seed=seed, options=options)
+        return self.reset_wait()
+
+    def reset_async(
+        self,
+        seed: Union[int, Sequence[Optional[int]], None] = None,
+        options: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        """Start :meth:`reset` (same arguments); :meth:`reset_wait` collects it."""
+        self._assert_is_running()
+        if seed is None:
+            seeds = [None] * self.num_envs
+        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            seeds = [int(seed) + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+        if len(seeds) != self.num_envs:
+            raise InvalidArgumentError(
+                "If seeds are passed as a list the length must match num_envs="
+                f"{self.num_envs} but got length={len(seeds)}."
+            )
+        self._no_pending("reset_async", sep="")
+        env_ids = None
+        if options is not None and "reset_mask" in options:
+            options = dict(options)
+            mask = options.pop("reset_mask")
+            if not isinstance(mask, np.ndarray):
+                raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+            if mask.shape != (self.num_envs,):
+                raise InvalidArgumentError(
+                    f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}"
+                )
+            if mask.dtype != np.bool_:
+                raise TypeError(
+                    f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}"
+                )
+            if not np.any(mask):
+                raise InvalidArgumentError(
+                    "`options['reset_mask']` must contain a boolean array with at least one True "
+                    f"value, got reset_mask={mask}"
+                )
+            env_ids = np.flatnonzero(mask)
+        venv = self._venv
+        venv.seed(seeds)
+        venv.set_options(options)
+        venv.reset_async(env_ids)
+        self._state = _Pending.WAITING_RESET
+
+    def reset_wait(self, timeout: Optional[float] = None):
+        """Wait for :meth:`reset_async`; return ``(observations, infos)`` as :meth:`reset`.
+
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait (default: the ``timeout`` given at construction,
+            else no limit).
+
+        Raises
+        ------
+        NoAsyncCallError
+            No reset_async() is pending.
+        WaitTimeoutError
+            The time ran out (a ``multiprocessing.TimeoutError``); the reset
+            stays pending.
+        Exception
+            What an env raised, as its own type (also a vecenv.WorkerError).
+        """
+        self._assert_is_running()
+        self._expect(_Pending.WAITING_RESET, "reset_wait", "reset_async")
+        with self._waiting("reset_wait", timeout):
+            obs = self._venv.reset_wait()
+        self._state = _Pending.DEFAULT
+        return obs, self._batch_infos(self._venv.reset_infos)
+
+    # ------------------------------------------------------------ step
+    def step(self, actions):
+        """Step every env with ``actions[i]``.
+
+        Parameters
+        ----------
+        actions : element of ``action_space``
+            Shape (num_envs, *single_action_space.shape), or a list of one
+            action per env; tuple/dict of such for Tuple/Dict spaces.
+
+        Returns
+        -------
+        observations : array, tuple or dict of arrays, each (num_envs, *shape)
+        rewards : float64 array, shape (num_envs,)
+        terminations, truncations : bool arrays, shape (num_envs,)
+        infos : dict
+            Batched as in :meth:`reset`. With SAME_STEP, ``"final_obs"`` (object
+            array) and ``"final_info"`` hold the last observation and info of the
+            episodes that ended, taken before the env was reset.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Actions that do not fit ``action_space`` (a ValueError; nothing sent).
+        AlreadyPendingCallError, ClosedEnvironmentError
+        """
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions) -> None:
+        """Start :meth:`step`; :meth:`step_wait` collects it."""
+        self._assert_is_running()
+        self._no_pending("step_async")
+        if not isinstance(actions, (tuple, dict)) and np.ndim(actions) == 0:
+            raise _ScalarActionsError(
+                f"step_async(actions={actions!r}): expected one action per env "
+                f"(num_envs={self.num_envs}), an element of {self.action_space}"
+            )
+        self._venv.step_async(actions)
+        self._state = _Pending.WAITING_STEP
+
+    def step_wait(self, timeout: Optional[float] = None):
+        """Wait for :meth:`step_async`; return what :meth:`step` returns.
+
+        Raises
+        ------
+        NoAsyncCallError
+            No step_async() is pending.
+        WaitTimeoutError
+            The time ran out; the step stays pending.
+        """
+        self._assert_is_running()
+        self._expect(_Pending.WAITING_STEP, "step_wait", "step_async")
+        with self._waiting("step_wait", timeout):
+            obs, rewards, terminations, truncations, infos = self._venv.step_wait_gym()
+        self._state = _Pending.DEFAULT
+        return obs, rewards, terminations, truncations, self._batch_infos(infos)
+
+    # ------------------------------------------------------------ calls
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Tuple[Any, ...]:
+        """``getattr(env, name)(*args, **kwargs)`` in each env (through wrappers),
+        or the attribute itself when it is not callable; a tuple over envs."""
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
+
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Send :meth:`call` to every env; :meth:`call_wait` collects the results.
+
+        Raises
+        ------
+        ValueError
+            ``name`` is reset, step, close, _setattr or _check_spaces.
+        """
+        self._assert_is_running()
+        self._no_pending("call_async")
+        if name in ("reset", "step", "close", "_setattr", "_check_spaces"):
+            raise InvalidArgumentError(
+                f"Trying to call function `{name}` with `call`, use `{name}` directly instead."
+            )
+        self._pending_call = self._venv._call_start("call", name, args, kwargs, None)
+        self._state = _Pending.WAITING_CALL
+
+    def call_wait(self, timeout: Optional[float] = None) -> Tuple[Any, ...]:
+        """Wait for :meth:`call_async`; the results, one per env, as a tuple.
+
+        Raises
+        ------
+        NoAsyncCallError, WaitTimeoutError
+        Exception
+            What an env raised, as its own type (also a vecenv.WorkerError).
+        """
+        self._assert_is_running()
+        self._expect(_Pending.WAITING_CALL, "call_wait", "call_async")
+        with self._waiting("call_wait", timeout):
+            results = self._venv._call_finish(self._pending_call)
+        self._state = _Pending.DEFAULT
+        self._pending_call = None
+        return tuple(results)
+
+    def get_attr(self, name: str) -> Tuple[Any, ...]:
+        """The attribute ``name`` of each env, as :meth:`call` does it."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute ``name`` of each env (through wrappers).
+
+        Parameters
+        ----------
+        values : list, tuple or any value
+            One value per env, or one value for all envs.
+
+        Raises
+        ------
+        ValueError
+            A list/tuple whose length is not num_envs.
+        AlreadyPendingCallError
+        """
+        self._assert_is_running()
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise InvalidArgumentError(
+                "Values must be a list or tuple with length equal to the number of environments. "
+                f"Got `{len(values)}` values for {self.num_envs} environments."
+            )
+        self._no_pending("set_attr")
+        venv = self._venv
+        # One call per env, all sent before any reply is read: replies from one
+        # worker come back in the order they were sent.
+        pending = [venv._call_start("set_attr", name, (v,), {}, [i]) for i, v in enumerate(values)]
+        with self._waiting("set_attr", None):
+            for p in pending:
+                venv._call_finish(p)
+
+    def render(self) -> Optional[Tuple[Any, ...]]:
+        """Each env's ``render()`` (a tuple of frames, one per env)."""
+        return self.call("render")
+
+    @property
+    def np_random_seed(self) -> Tuple[Any, ...]:
+        """Each env's ``np_random_seed``."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> Tuple[np.random.Generator, ...]:
+        """Each env's ``np_random`` generator (copies from the workers)."""
+        return self.get_attr("np_random")
+
+    # ------------------------------------------------------------ close
+    def close_extras(self, timeout: Optional[float] = None, terminate: bool = False) -> None:
+        """Finish a pending call (within ``timeout`` seconds), then stop the
+        workers and release shared memory; ``terminate=True`` does not wait.
+
+        Called by ``close(**kwargs)``; closing twice is a no-op.
+        """
+        venv = self._venv
+        if venv is None:
+            return
+        try:
+            if self._state is not _Pending.DEFAULT:
+                logger.warn(
+                    f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete."
+                )
+                if not terminate:
+                    try:
+                        getattr(self, f"{self._state.value}_wait")(timeout)
+                    except (WaitTimeoutError, WorkerError):
+                        terminate = True
+        finally:
+            self._venv = None
+            self._state = _Pending.DEFAULT
+            self._pending_call = None
+            if terminate:
+                venv.close(timeout=0.0)
+            elif timeout is not None:
+                venv.close(timeout=timeout)
+            else:
+                venv.close()
+
+    def __del__(self):  # vecenv's finalizer releases the workers and memory
+        pass
+
+
+def make_vec(
+    id: Union[str, Any],
+    num_envs: int = 1,
+    vectorization_mode: Union[str, Any, None] = None,
+    vector_kwargs: Optional[Dict[str, Any]] = None,
+    wrappers: Optional[Sequence[Callable[[Any], Any]]] = None,
+    **kwargs: Any,
+) -> VectorEnv:
+    """``gymnasium.make_vec`` with vecenv's :class:`AsyncVectorEnv` for async mode.
+
+    Parameters
+    ----------
+    id : str or gymnasium.envs.registration.EnvSpec
+        A registered id (``"module:Id"`` imports ``module`` first; ``"ALE/..."``
+        imports ale_py) or a spec.
+    num_envs : int
+    vectorization_mode : "async", "sync", "vector_entry_point" or None
+        "async" and None build :class:`AsyncVectorEnv`; "sync" and
+        "vector_entry_point" are handed to ``gymnasium.make_vec`` unchanged.
+    vector_kwargs : dict, optional
+        Keyword arguments of the vector env (``AsyncVectorEnv(..., **vector_kwargs)``;
+        vecenv's engine options such as ``num_workers`` are allowed).
+    wrappers : sequence of callables, optional
+        Applied in order to each env.
+    **kwargs
+        Passed to ``gymnasium.make`` for each env.
+
+    Returns
+    -------
+    gymnasium.vector.VectorEnv
+        With ``spec`` set as gymnasium sets it.
+    """
+    import gymnasium
+
+    mode = (
+        "async"
+        if vectorization_mode is None
+        else getattr(vectorization_mode, "value", vectorization_mode)
+    )
+    if mode != "async":
+        return gymnasium.make_vec(
+            id, num_envs, vectorization_mode, vector_kwargs, wrappers, **kwargs
+        )
+    if isinstance(id, str):
+        name = id
+        if ":" in name:
+            module, name = name.split(":", 1)
+            importlib.import_module(module)
+        elif name.startswith("ALE/"):
+            gymnasium.register_envs(importlib.import_module("ale_py"))
+        env_spec = gymnasium.spec(name)
+    else:
+        env_spec = id
+    env_spec = copy_module.deepcopy(env_spec)
+    spec_kwargs = dict(env_spec.kwargs)
+    env_spec.kwargs = {}
+    num_envs = spec_kwargs.pop("num_envs", num_envs)
+    spec_kwargs.pop("vectorization_mode", None)
+    vector_kwargs = dict(spec_kwargs.pop("vector_kwargs", vector_kwargs) or {})
+    wrappers = list(spec_kwargs.pop("wrappers", wrappers) or [])
+    spec_kwargs.update(kwargs)
+    if env_spec.entry_point is None:
+        raise gym_error.Error(
+            f"Cannot create vectorized environment for {env_spec.id} because it doesn't have an "
+            "entry point defined."
+        )
+    make_one = _SpecMake(env_spec, spec_kwargs, tuple(wrappers))
+    envs = AsyncVectorEnv([make_one] * int(num_envs), **vector_kwargs)
+    vec_spec = copy_module.deepcopy(env_spec)
+    vec_spec.kwargs = dict(spec_kwargs)
+    if num_envs != 1:
+        vec_spec.kwargs["num_envs"] = num_envs
+    vec_spec.kwargs["vectorization_mode"] = "async"
+    if vector_kwargs:
+        vec_spec.kwargs["vector_kwargs"] = vector_kwargs
+    if wrappers:
+        vec_spec.kwargs["wrappers"] = wrappers
+    envs.spec = vec_spec
+    return envs
+
+
+class _SpecMake:
+    """Picklable ``gymnasium.make(spec, **kwargs)`` followed by the wrappers."""
+
+    def __init__(self, env_spec, kwargs: Dict[str, Any], wrappers: Tuple[Callable, ...]):
+        self.env_spec = env_spec
+        self.kwargs = kwargs
+        self.wrappers = wrappers
+
+    def __call__(self):
+        import gymnasium
+
+        env = gymnasium.make(self.env_spec, **dict(self.kwargs))
+        for wrap in self.wrappers:
+            env = wrap(env)
+        return env

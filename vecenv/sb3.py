@@ -1,0 +1,409 @@
+"""stable-baselines3 drop-in: :class:`SubprocVecEnv` on top of :class:`~vecenv.ShmemVecEnv`.
+
+Runs in the parent process only. The class is a subclass of SB3's abstract
+``VecEnv``, so every SB3 algorithm, wrapper (``VecNormalize``,
+``VecFrameStack``, ``VecMonitor``, ``VecVideoRecorder``) and helper
+(``make_vec_env``, ``evaluate_policy``) takes it where it takes SB3's own
+``SubprocVecEnv``. The stepping is done by one :class:`~vecenv.ShmemVecEnv`
+with ``autoreset_mode="sb3"``; this module only translates between the two APIs.
+
+stable-baselines3 is an optional dependency (``pip install vecenv[sb3]``): it is
+imported here and nowhere else in vecenv.
+
+Behaviour follows SB3's ``common/vec_env/subproc_vec_env.py`` and
+``base_vec_env.py`` (2.x): seeds and options are kept until the next
+``reset()``, every step info has ``"TimeLimit.truncated"``, a finished
+episode's last observation is ``info["terminal_observation"]`` and the
+observation returned for that env is the first one of the next episode.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import warnings
+from typing import Any, Callable, List, Optional, Sequence
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector.utils import concatenate, create_empty_array
+
+try:
+    from stable_baselines3.common.vec_env.base_vec_env import VecEnv as _SB3VecEnv
+except ImportError as _exc:
+    raise ImportError(
+        f"vecenv.sb3 needs stable-baselines3 ({_exc}); install it with `pip install vecenv[sb3]`"
+    ) from _exc
+
+from vecenv.errors import InvalidArgumentError, WorkerError
+from vecenv.shmem_vec_env import ShmemVecEnv
+
+__all__ = ["EnvAttributeError", "SubprocVecEnv"]
+
+
+class EnvAttributeError(WorkerError, AttributeError):
+    """An env raised ``AttributeError`` in ``get_attr``, ``set_attr`` or
+    ``env_method`` (the attribute or method does not exist).
+
+    Also an ``AttributeError``, so SB3 code that probes attributes
+    (``VecEnv.__init__`` reading ``render_mode``, ``has_attr``) works as with
+    SB3's own vec envs.
+    """
+
+
+class SubprocVecEnv(_SB3VecEnv):
+    """SB3's ``SubprocVecEnv`` API, stepped by vecenv's shared-memory engine.
+
+    Switch by changing one import::
+
+        from vecenv.sb3 import SubprocVecEnv  # was: from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    Parameters
+    ----------
+    env_fns : sequence of callables
+        One factory per env, each returning a ``gymnasium.Env``. Pickled with
+        cloudpickle, so lambdas and closures work with every start method.
+    start_method : {"forkserver", "spawn", "fork"}, optional
+        multiprocessing start method of the workers. Default as in SB3:
+        "forkserver" where available, else "spawn" (both are safe with
+        threads, e.g. PyTorch, in the parent; "fork" starts fastest).
+    **vecenv_options
+        Passed to :class:`~vecenv.ShmemVecEnv`: ``num_workers``,
+        ``envs_per_worker`` (default: one worker per usable CPU core, each
+        stepping several envs), ``copy``, ``timeout`` (seconds),
+        ``start_timeout``, ``spin``, ``cpu_affinity``, ``daemon``,
+        ``spaces``. ``context`` is another name for ``start_method``.
+        ``autoreset_mode`` may only be "sb3" and ``batch_size`` only
+        ``num_envs``: SB3's API steps every env at once and resets in the step.
+
+    Attributes
+    ----------
+    num_envs : int
+    observation_space, action_space : gymnasium.spaces.Space
+        The spaces of one env (SB3 does not batch them).
+    reset_infos : list of num_envs dicts
+        The info of each env's last reset: set by :meth:`reset`, and for an
+        env whose episode ended by the step that reset it (as in SB3).
+    render_mode : str or None
+        The envs' common ``render_mode``.
+    metadata : dict
+        The first env's metadata (``render_fps``...) with SB3's
+        ``"render_modes"`` of the vec env.
+    waiting : bool
+        A :meth:`step_async` is pending.
+    engine : vecenv.ShmemVecEnv
+        The engine doing the work (read-only; do not step it directly).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Bad arguments: an unknown ``start_method``, ``start_method`` and
+        ``context`` that disagree, ``autoreset_mode`` other than "sb3",
+        ``batch_size`` other than ``num_envs``, or any
+        :class:`~vecenv.ShmemVecEnv` argument error. A ``ValueError`` too.
+    SpaceError
+        A space that cannot live in shared memory (``Text``, ``Graph``,
+        ``Sequence``), or envs that disagree on their spaces.
+    WorkerError
+        An env factory raised (the message names the env; the worker's
+        traceback is chained).
+
+    Notes
+    -----
+    Unlike SB3's class, actions are validated before anything is sent
+    (shape, dtype, range of Discrete/MultiDiscrete/MultiBinary values:
+    :class:`~vecenv.InvalidArgumentError`), an env that raises surfaces as
+    :class:`~vecenv.WorkerError` naming the env instead of a dead pipe, and
+    ``step_async`` before the first ``reset()`` raises
+    :class:`~vecenv.StateError`.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        start_method: Optional[str] = None,
+        **vecenv_options: Any,
+    ):
+        env_fns = ShmemVecEnv._check_env_fns(env_fns)
+        context = vecenv_options.pop("context", None)
+        if context is not None and start_method is not None and context != start_method:
+            raise InvalidArgumentError(
+                f"start_method={start_method!r} and context={context!r} disagree: pass only one"
+            )
+        start_method = start_method if start_method is not None else context
+        available = multiprocessing.get_all_start_methods()
+        if start_method is None:
+            start_method = "forkserver" if "forkserver" in available else "spawn"
+        elif start_method not in available:
+            raise InvalidArgumentError(
+                f"start_method: cannot find context for {start_method!r}; "
+                f"use one of {available} or None"
+            )
+        mode = vecenv_options.pop("autoreset_mode", "sb3")
+        if mode != "sb3":
+            raise InvalidArgumentError(
+                f"autoreset_mode={mode!r}: SB3's VecEnv API resets envs inside step "
+                "(autoreset_mode='sb3'); use vecenv.ShmemVecEnv for other modes"
+            )
+        batch_size = vecenv_options.pop("batch_size", None)
+        if batch_size is not None and batch_size != len(env_fns):
+            raise InvalidArgumentError(
+                f"batch_size={batch_size!r}: SB3's VecEnv API steps all num_envs="
+                f"{len(env_fns)} envs at once; use vecenv.ShmemVecEnv's send/recv for partial batches"
+            )
+        self.waiting = False
+        self._engine = ShmemVecEnv(
+            env_fns, context=start_method, autoreset_mode="sb3", **vecenv_options
+        )
+        try:
+            super().__init__(
+                self._engine.num_envs, self._engine.observation_space, self._engine.action_space
+            )
+        except BaseException:
+            self._engine.close()
+            raise
+        self._stack_actions = (
+            _ActionStacker(self.action_space, self.num_envs)
+            if isinstance(self.action_space, (spaces.Tuple, spaces.Dict))
+            else None
+        )
+        env_metadata = {
+            k: v
+            for k, v in (self._engine.metadata or {}).items()
+            if k not in ("render_mode", "env_spec_id")
+        }
+        self.metadata = {**env_metadata, **self.metadata}
+
+    # ------------------------------------------------------------ properties
+    @property
+    def engine(self) -> ShmemVecEnv:
+        """The :class:`~vecenv.ShmemVecEnv` doing the work."""
+        return self._engine
+
+    @property
+    def num_workers(self) -> int:
+        """Number of worker processes (each steps ``num_envs / num_workers`` envs)."""
+        return len(self._engine._ranges)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran (or construction failed)."""
+        return self._engine.closed
+
+    # ------------------------------------------------------------ stepping
+    def reset(self):
+        """Reset every env, with the seeds of :meth:`seed` and the options of
+        :meth:`set_options` (used once, then forgotten, as in SB3).
+
+        A pending :meth:`step_async` is waited for and its results dropped.
+
+        Returns
+        -------
+        observations : ndarray, or dict / tuple of ndarrays
+            Each of shape (num_envs, *space.shape) and the space's dtype;
+            arrays the caller owns (unless ``copy=False`` was passed).
+            Reset infos go to :attr:`reset_infos`.
+
+        Raises
+        ------
+        WorkerError
+            An env raised in ``reset`` (names the env).
+        WorkerDiedError, VecEnvTimeoutError, ClosedError
+        """
+        engine = self._engine
+        if self.waiting:
+            self.waiting = False
+            try:
+                engine.step_wait()
+            except WorkerError:
+                pass  # the step is cancelled; the reset below reports what persists
+        if len(self._seeds) != self.num_envs:
+            raise InvalidArgumentError(
+                f"{len(self._seeds)} seeds for num_envs={self.num_envs} envs"
+            )
+        # SB3 keeps seeds as a list (seed + i by default, but any list is
+        # allowed), so hand the engine the list rather than one base seed.
+        engine._seeds = [None if s is None else int(s) for s in self._seeds]
+        engine.set_options([options or None for options in self._options])
+        observations = engine.reset()
+        self.reset_infos = engine.reset_infos
+        self._reset_seeds()
+        self._reset_options()
+        return observations
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Start a step of every env.
+
+        Parameters
+        ----------
+        actions : array-like, shape (num_envs, *action_space.shape)
+            One action per env (an array, or a list of per-env actions). For
+            Tuple and Dict action spaces, as in SB3, a sequence of num_envs
+            per-env actions; a dict of batched arrays is taken as it is.
+            Copied into shared memory before this returns.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Wrong number of actions, shape or dtype, or a value outside a
+            Discrete/MultiDiscrete/MultiBinary space (nothing is sent).
+        StateError
+            A step is already pending, or :meth:`reset` was never called.
+        """
+        if self._stack_actions is not None:
+            actions = self._stack_actions(actions)
+        self._engine.step_async(actions)
+        self.waiting = True
+
+    def step_wait(self):
+        """Wait for the step started by :meth:`step_async`.
+
+        Returns
+        -------
+        observations : ndarray, or dict / tuple of ndarrays, each (num_envs, *shape)
+            For an env whose episode ended: the first observation of the next
+            episode (the last one is ``infos[i]["terminal_observation"]``).
+        rewards : ndarray, shape (num_envs,), float64
+        dones : ndarray, shape (num_envs,), bool
+            ``terminated | truncated``.
+        infos : list of num_envs dicts
+            Each with ``"TimeLimit.truncated"`` (truncated and not
+            terminated); ``"terminal_observation"`` where the episode ended.
+
+        Raises
+        ------
+        StateError
+            No :meth:`step_async` is pending.
+        WorkerError
+            An env raised (names the env; the worker's traceback is chained).
+            Call :meth:`reset` before stepping again.
+        WorkerDiedError, VecEnvTimeoutError
+        """
+        try:
+            observations, rewards, terminated, truncated, infos = self._engine.step_wait_gym()
+        finally:
+            self.waiting = False
+        for info, time_limit in zip(infos, (truncated & ~terminated).tolist()):
+            info["TimeLimit.truncated"] = time_limit
+        self.reset_infos = self._engine.reset_infos
+        return observations, rewards, terminated | truncated, infos
+
+    def close(self) -> None:
+        """Shut the workers down (each env's ``close()`` runs) and release the
+        shared memory. Safe to call more than once."""
+        self.waiting = False
+        self._engine.close()
+
+    # ------------------------------------------------------------ env access
+    def get_attr(self, attr_name: str, indices=None) -> List[Any]:
+        """Attribute ``attr_name`` of each env in ``indices`` (default all;
+        negative indices count from the end), looked up through wrappers.
+
+        Raises
+        ------
+        EnvAttributeError
+            An env has no such attribute (also an ``AttributeError``).
+        WorkerError
+            The value could not be pickled back.
+        """
+        return self._attribute_call(self._engine.get_attr, attr_name, indices=indices)
+
+    def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
+        """Set ``attr_name`` to ``value`` on each env in ``indices`` (on the
+        wrapper or env that has it, else on the outermost wrapper)."""
+        self._attribute_call(self._engine.set_attr, attr_name, value, indices=indices)
+
+    def env_method(
+        self, method_name: str, *method_args, indices=None, **method_kwargs
+    ) -> List[Any]:
+        """Call ``method_name(*method_args, **method_kwargs)`` on each env in
+        ``indices``; return the results in that order.
+
+        Raises
+        ------
+        EnvAttributeError
+            An env has no such method.
+        WorkerError
+            The method raised (names the env; the traceback is chained).
+        """
+        return self._attribute_call(
+            self._engine.env_method, method_name, *method_args, indices=indices, **method_kwargs
+        )
+
+    def has_attr(self, attr_name: str) -> bool:
+        """True if every env has ``attr_name`` (through wrappers); the value
+        itself is not sent back, so unpicklable attributes count too."""
+        try:
+            return all(self._engine.env_method("has_wrapper_attr", attr_name))
+        except WorkerError:  # not a gymnasium.Env: fall back on get_attr
+            return super().has_attr(attr_name)
+
+    def env_is_wrapped(self, wrapper_class, indices=None) -> List[bool]:
+        """Whether each env in ``indices`` has a ``wrapper_class`` wrapper."""
+        return self._engine.env_is_wrapped(wrapper_class, indices=indices)
+
+    def get_images(self) -> Sequence[Optional[np.ndarray]]:
+        """One frame per env from ``env.render()``.
+
+        Returns ``[None] * num_envs`` with a warning unless the envs were
+        made with ``render_mode="rgb_array"`` (as SB3 does). :meth:`render`
+        (SB3's) tiles these frames into one image.
+        """
+        if self.render_mode != "rgb_array":
+            warnings.warn(
+                f"The render mode is {self.render_mode}, but get_images() needs "
+                "render_mode='rgb_array' to obtain images",
+                stacklevel=2,
+            )
+            return [None] * self.num_envs
+        return self._engine.get_images()
+
+    @staticmethod
+    def _attribute_call(fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except WorkerError as exc:
+            if exc.exc_type != "builtins.AttributeError":
+                raise
+            err = EnvAttributeError(
+                exc.args[0],
+                env_index=exc.env_index,
+                exc_type=exc.exc_type,
+                worker_traceback=exc.worker_traceback,
+            )
+            raise err from exc.__cause__
+
+    # ------------------------------------------------------------ misc
+    def __enter__(self) -> SubprocVecEnv:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"vecenv.sb3.SubprocVecEnv(num_envs={self.num_envs}, num_workers={self.num_workers}, "
+            f"closed={self.closed})"
+        )
+
+
+class _ActionStacker:
+    """Turn SB3's per-env actions for a Tuple/Dict action space (a sequence of
+    num_envs structures) into the engine's batched structure (one array per
+    leaf). A dict, or a sequence that is not num_envs long, passes unchanged:
+    the engine validates it."""
+
+    def __init__(self, space, num_envs: int):
+        self.space = space
+        self.num_envs = num_envs
+
+    def __call__(self, actions):
+        if isinstance(actions, dict) or len(actions) != self.num_envs:
+            return actions
+        out = create_empty_array(self.space, self.num_envs, fn=np.zeros)
+        try:
+            return concatenate(self.space, list(actions), out)
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            raise InvalidArgumentError(
+                f"actions: expected {self.num_envs} per-env actions of {self.space}, "
+                f"got {type(actions).__name__} ({exc})"
+            ) from None
