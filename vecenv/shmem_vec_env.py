@@ -816,8 +816,6 @@ class ShmemVecEnv(VecEnv):
         else after the ``timeout`` watchdog (the late workers are killed).
         """
         ctrl = self._ctrl
-        keep = pending is not None and self._wait_timeout is not None
-        limit = self._wait_timeout if keep else self.timeout
         if ctrl.wait_ready(target, self.spin, _SLICE_S) >= 0:
             # With partial batches the other envs may keep meeting the target
             # while a dead worker's envs starve: check liveness now and then.
@@ -832,6 +830,8 @@ class ShmemVecEnv(VecEnv):
             self._on_deaths(dead, what)
             if ctrl.published() >= target:
                 return
+        keep = pending is not None and self._wait_timeout is not None
+        limit = self._wait_timeout if keep else self.timeout
         deadline = None if limit is None else time.monotonic() + limit - _SLICE_S
         while True:
             dead = self._dead_workers()
