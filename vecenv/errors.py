@@ -81,6 +81,10 @@ class RewardError(WorkerError):
 class WorkerDiedError(WorkerError):
     """A worker process exited (crash, signal, ``os._exit``, OOM kill).
 
+    Noticed within about 0.1 s, also while the parent waits. The vec env then
+    needs a ``reset()``, which starts the worker again with new envs (or use
+    ``on_worker_death="restart"`` to have steps go on).
+
     Attributes
     ----------
     env_indices : tuple of int
@@ -97,6 +101,11 @@ class WorkerDiedError(WorkerError):
 
 class VecEnvTimeoutError(VecEnvError, TimeoutError):
     """Envs did not answer within the configured timeout.
+
+    With the ``timeout`` watchdog of ShmemVecEnv, the workers of these envs
+    were killed and the vec env needs a ``reset()``, which starts them again.
+    With a single wait's timeout (the gymnasium façade's ``*_wait(timeout=)``)
+    nothing was killed and the call is still pending.
 
     Attributes
     ----------

@@ -71,7 +71,8 @@ class SubprocVecEnv(_SB3VecEnv):
         ``envs_per_worker`` (default: one worker per usable CPU core, each
         stepping several envs), ``copy``, ``timeout`` (seconds),
         ``start_timeout``, ``spin``, ``cpu_affinity``, ``daemon``,
-        ``spaces``. ``context`` is another name for ``start_method``.
+        ``spaces``, ``on_worker_death``, ``max_restarts``, ``check_rewards``.
+        ``context`` is another name for ``start_method``.
         ``autoreset_mode`` may only be "sb3" and ``batch_size`` only
         ``num_envs``: SB3's API steps every env at once and resets in the step.
 

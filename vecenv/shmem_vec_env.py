@@ -5,6 +5,15 @@ Observations, actions, rewards and done flags live in shared memory; on the
 step path the only traffic between processes is a futex wake per worker and
 one per batch. Infos, terminal observations, errors and method calls use each
 worker's pipe, and only when there is something to send.
+
+Faults: every wait checks that the workers live (their exit status, every
+0.1 s) and has a deadline (the ``timeout`` watchdog). A dead, killed or
+timed-out worker is buried: killed if needed, reaped, and its envs' control
+bytes, published results and stashed messages forgotten. ``reset()`` starts
+buried workers again; ``on_worker_death="restart"`` does so during a step and
+reports the envs as truncated. The segment handle stays valid for new workers
+because the parent keeps the memfd open; a new worker starts from its slot's
+current cmd_seq and msg_seq.
 """
 
 from __future__ import annotations
