@@ -188,12 +188,13 @@ class AsyncVectorEnv(VectorEnv):
     max_concurrency : int, optional
         At most this many envs run at once: vecenv starts this many workers,
         each stepping its envs in turn. Default: one worker per usable CPU.
-    num_workers, envs_per_worker, timeout, start_timeout, spin, cpu_affinity, \
-    on_worker_death, max_restarts, check_rewards
+    num_workers, envs_per_worker, timeout, start_timeout, spin, cpu_affinity
         vecenv's own options, passed to :class:`~vecenv.ShmemVecEnv`
         (keyword only). ``timeout`` (seconds) is a watchdog on every wait: the
         late workers are killed and a ``reset()`` starts them again; a
         ``*_wait(timeout=...)`` only stops waiting (the call stays pending).
+    on_worker_death, max_restarts, check_rewards
+        vecenv's fault handling, as in :class:`~vecenv.ShmemVecEnv` (keyword only).
 
     Attributes
     ----------
