@@ -222,6 +222,8 @@ cdef class Control:
     cdef int* env_worker
     cdef uint8_t* touched
     cdef int64_t* order
+    cdef uint8_t* inflight  # parent: flags kept by track_in_flight (NULL: none)
+    cdef object inflight_owner  # the array inflight points into
     cdef readonly Py_ssize_t num_envs
     cdef readonly Py_ssize_t num_workers
 
@@ -230,6 +232,7 @@ cdef class Control:
         self.env_worker = NULL
         self.touched = NULL
         self.order = NULL
+        self.inflight = NULL
         need = control_nbytes(num_envs, num_workers)
         block._check()
         if block.size < need:
@@ -281,6 +284,21 @@ cdef class Control:
         self.env_worker = NULL
         self.touched = NULL
         self.order = NULL
+        self.inflight = NULL
+
+    def track_in_flight(self, cnp.ndarray flags):
+        """Parent: keep ``flags`` (one byte per env: bool or uint8, shape
+        (num_envs,), C-contiguous, writable) equal to "dispatched and not yet
+        collected". dispatch, dispatch_all, collect, collect_all and forget
+        update it inside the call, so an interrupt (Ctrl-C) between two Python
+        statements cannot make it disagree with what the workers were given.
+        The Control keeps a reference to ``flags``."""
+        if (flags.ndim != 1 or flags.shape[0] != self.num_envs or flags.itemsize != 1
+                or not flags.flags.c_contiguous or not flags.flags.writeable):
+            raise ValueError(
+                f"flags must be a writable C-contiguous 1-byte array of shape ({self.num_envs},)")
+        self.inflight_owner = flags
+        self.inflight = <uint8_t*>cnp.PyArray_DATA(flags)
 
     cdef inline uint32_t* _slot(self, Py_ssize_t w) noexcept nogil:
         return <uint32_t*>(self.slots + SLOT_BYTES * w)
@@ -313,6 +331,8 @@ cdef class Control:
         with nogil:
             memset(self.op, op, <size_t>self.num_envs)
             memset(self.status, 0, <size_t>self.num_envs)
+            if self.inflight != NULL:
+                memset(self.inflight, 1, <size_t>self.num_envs)
             for w in range(self.num_workers):
                 self._kick(w)
 
@@ -333,6 +353,8 @@ cdef class Control:
                 self.op[e] = <uint8_t>op
                 self.status[e] = 0
                 self.touched[self.env_worker[e]] = 1
+                if self.inflight != NULL:
+                    self.inflight[e] = 1
             for w in range(self.num_workers):
                 if self.touched[w]:
                     self._kick(w)
@@ -392,6 +414,8 @@ cdef class Control:
         cdef Py_ssize_t i, flagged = 0
         with nogil:
             memset(self.ready, 0, <size_t>self.num_envs)
+            if self.inflight != NULL:
+                memset(self.inflight, 0, <size_t>self.num_envs)
             ve_sub(self.nready, <uint32_t>self.num_envs)
             for i in range(self.num_envs):
                 if self.status[i]:
@@ -435,6 +459,8 @@ cdef class Control:
                 e = order[i]
                 out_ids[i] = e
                 self.ready[e] = 0
+                if self.inflight != NULL:
+                    self.inflight[e] = 0
                 if self.status[e]:
                     flagged += 1
             ve_sub(self.nready, <uint32_t>k)
@@ -489,8 +515,8 @@ cdef class Control:
 
     def forget(self, Py_ssize_t lo, Py_ssize_t hi):
         """Parent, once the worker hosting envs ``[lo, hi)`` is dead (joined):
-        clear their op, status and ready bytes and take the published ones out
-        of ready_count. Returns how many were published and not yet collected.
+        clear their op, status, ready and in-flight bytes and take the
+        published ones out of ready_count. Returns how many were published and not yet collected.
 
         Only valid when no live process writes these envs. A worker killed in
         the few instructions between setting its ready bytes and adding to
@@ -504,6 +530,8 @@ cdef class Control:
             for i in range(lo, hi):
                 self.op[i] = 0
                 self.status[i] = 0
+                if self.inflight != NULL:
+                    self.inflight[i] = 0
                 if self.ready[i]:
                     self.ready[i] = 0
                     n += 1

@@ -542,6 +542,41 @@ def test_keyboard_interrupt_in_a_wait_leaves_a_resettable_env():
         venv.step(ZEROS)
 
 
+def test_control_keeps_in_flight_flags_and_forgets_a_dead_workers_envs():
+    # In-flight flags change inside dispatch/collect (no Python statement in
+    # between for Ctrl-C to split); forget() takes a dead worker's published
+    # envs back out of the ready count.
+    from vecenv import _core
+
+    nbytes = _core.control_nbytes(4, 2)
+    fd = os.memfd_create("vecenv-test")
+    try:
+        os.ftruncate(fd, nbytes)
+        block = _core.SharedBlock(fd, nbytes)
+    finally:
+        os.close(fd)
+    ctrl = _core.Control(block, 4, 2, [0, 0, 1, 1], init=True)
+    flags = np.zeros(4, bool)
+    ctrl.track_in_flight(flags)
+    ctrl.dispatch_all(_core.OP_STEP)
+    assert flags.tolist() == [True] * 4 and ctrl.command_seq(1) == 1
+    ctrl.publish([0, 1])
+    ctrl.publish([2])
+    out = np.empty(4, np.int64)
+    ctrl.collect(1, out)
+    assert flags.tolist() == [False, True, True, True]
+    assert ctrl.forget(2, 4) == 1  # env 2 was published, env 3 was not
+    assert flags.tolist() == [False, True, False, False] and ctrl.published() == 1
+    ctrl.collect(1, out)
+    assert not flags.any() and ctrl.published() == 0
+    ctrl.dispatch(np.array([3], np.int64), _core.OP_RESET)
+    assert flags.tolist() == [False, False, False, True]
+    with pytest.raises(ValueError, match="C-contiguous"):
+        ctrl.track_in_flight(np.zeros(3, bool))
+    del ctrl
+    block.close()
+
+
 _SCRIPT = textwrap.dedent(
     """
     import os, sys, time

@@ -531,7 +531,9 @@ class ShmemVecEnv(VecEnv):
         self._single_obs = not isinstance(
             self.observation_space, (gym_spaces.Tuple, gym_spaces.Dict)
         )
+        # Dispatched and not yet collected; kept by the Control's own calls.
         self._in_flight = np.zeros(layout.num_envs, dtype=bool)
+        self._ctrl.track_in_flight(self._in_flight)
         self._ids_out = np.empty(layout.num_envs, dtype=np.int64)
         self._gather_out = [
             np.empty((self.batch_size, *leaf.shape), leaf.dtype) for leaf in layout.obs_leaves
@@ -644,8 +646,7 @@ class ShmemVecEnv(VecEnv):
         if self._ctrl is None:  # still constructing: the caller shuts down
             return
         lo, hi = self._ranges[w]
-        self._ctrl.forget(lo, hi)
-        self._in_flight[lo:hi] = False
+        self._ctrl.forget(lo, hi)  # clears their in-flight flags too
         for i in range(lo, hi):
             self._stash.pop(i, None)
         self._dead.add(w)
@@ -698,9 +699,10 @@ class ShmemVecEnv(VecEnv):
         """Start worker ``w`` again, with new envs built by its factories.
 
         Its envs in flight get a reset op (their results complete the wait in
-        progress, with this reset's seeds and options if there are any). With
-        ``report``, the envs the caller holds are reset while the worker starts,
-        and each env of the worker reports the restart in its next result.
+        progress, with this reset's seeds and options if there are any); the
+        others (collected, held by the caller) are reset while the worker
+        starts, their infos kept in ``_restart_infos``. With ``report``, each
+        env of the worker reports the restart in its next result.
 
         Raises
         ------
@@ -716,7 +718,7 @@ class ShmemVecEnv(VecEnv):
                 env_indices=range(lo, hi),
             )
         lost = [i for i in range(lo, hi) if self._in_flight[i]]
-        held = [i for i in range(lo, hi) if not self._in_flight[i]] if report else []
+        held = [i for i in range(lo, hi) if not self._in_flight[i]]
         self._bury(w)
         self._spawn(w)
         conn = res.conns[w]
@@ -744,11 +746,10 @@ class ShmemVecEnv(VecEnv):
             kws = {i: self._pending_kwargs[i] for i in lost if i in self._pending_kwargs}
             if kws:
                 self._post(w, ("reset_kwargs", kws))
-            self._in_flight[lost] = True
             self._ctrl.dispatch(np.asarray(lost, dtype=np.int64), _core.OP_RESET)
+        self._restart_infos.update(msg[2])
         if report:
             self._restarted.update(range(lo, hi))
-            self._restart_infos.update(msg[2])
 
     def _report_restarts(self, ids, infos: List[Dict[str, Any]]) -> None:
         """Mark the results of restarted envs among ``ids`` (row ``pos`` of
@@ -1099,10 +1100,8 @@ class ShmemVecEnv(VecEnv):
             self._restart_infos.clear()
             self._send_reset_kwargs(range(self.num_envs) if ids is None else ids)
             if ids is None:
-                self._in_flight.fill(True)
                 self._ctrl.dispatch_all(_core.OP_RESET)
             else:
-                self._in_flight[ids] = True
                 self._ctrl.dispatch(ids, _core.OP_RESET)
         except BaseException:
             self._reset_restarts = None
@@ -1145,7 +1144,6 @@ class ShmemVecEnv(VecEnv):
                 flagged = self._ctrl.collect_all()
             else:
                 flagged = self._ctrl.collect(n, self._ids_out)
-            self._in_flight.fill(False)
             infos = [{} for _ in range(self.num_envs)]
             if flagged:
                 got, errors = self._read_flagged(ids)
@@ -1178,9 +1176,7 @@ class ShmemVecEnv(VecEnv):
         if n:
             self._wait(n, what)
             self._ctrl.collect(n, self._ids_out)
-            self._in_flight.fill(False)
             self._read_flagged(self._ids_out[:n])
-        self._in_flight.fill(False)
         self._stash.clear()
 
     def step_async(self, actions) -> None:
@@ -1209,7 +1205,6 @@ class ShmemVecEnv(VecEnv):
                 f"{self.batch_size}: use send(actions, env_ids) and recv()"
             )
         self._write_actions(actions, self._act_bufs)
-        self._in_flight.fill(True)
         self._ctrl.dispatch_all(_core.OP_STEP)
         self._state = State.STEP_PENDING
 
@@ -1245,7 +1240,6 @@ class ShmemVecEnv(VecEnv):
         n = self.num_envs
         self._wait(n, "step", State.STEP_PENDING)
         flagged = self._ctrl.collect_all()
-        self._in_flight.fill(False)
         infos = [{} for _ in range(n)]
         if flagged:
             got, errors = self._read_flagged(range(n))
@@ -1306,7 +1300,6 @@ class ShmemVecEnv(VecEnv):
             )
         self._write_actions(actions, self._act_bufs, ids)
         self._ctrl.dispatch(ids, _core.OP_STEP)
-        self._in_flight[ids] = True
         self._state = State.RUNNING
 
     def recv(self):
@@ -1341,7 +1334,6 @@ class ShmemVecEnv(VecEnv):
         self._wait(k, "step", State.RUNNING)
         flagged = self._ctrl.collect(k, self._ids_out)
         ids = self._ids_out[:k].copy()
-        self._in_flight[ids] = False
         infos = [{} for _ in range(k)]
         if flagged:
             got, errors = self._read_flagged(ids)
