@@ -1135,7 +1135,8 @@ class ShmemVecEnv(VecEnv):
         """
         if self._state is not State.RESET_PENDING:
             self._guard("reset_wait", State.RESET_PENDING)
-        self._state = State.NEEDS_RESET  # until the reset completes
+        self._state = State.NEEDS_RESET  # until the reset completes (see step_wait)
+        self._dirty = True
         try:
             ids = np.flatnonzero(self._in_flight)
             n = len(ids)
@@ -1159,6 +1160,7 @@ class ShmemVecEnv(VecEnv):
                 self._reset_restarts = None
         self.reset_infos = infos
         self._pending_kwargs = {}
+        self._dirty = False
         self._state = State.IDLE
         return self._obs_batch()
 
@@ -1236,7 +1238,10 @@ class ShmemVecEnv(VecEnv):
         """
         if self._state is not State.STEP_PENDING:
             self._guard("step_wait", State.STEP_PENDING)
-        self._state = State.NEEDS_RESET  # until this step completes
+        # Until this step completes: any exception (Ctrl-C too) leaves a vec
+        # env whose reset() drains the envs in flight and resyncs the pipes.
+        self._state = State.NEEDS_RESET
+        self._dirty = True
         n = self.num_envs
         self._wait(n, "step", State.STEP_PENDING)
         flagged = self._ctrl.collect_all()
@@ -1249,6 +1254,7 @@ class ShmemVecEnv(VecEnv):
                 infos[i] = self._split_reset_info(i, info)
         if self._restarted:
             self._report_restarts(range(n), infos)
+        self._dirty = False
         self._state = State.IDLE
         return self._obs_batch(), self._rew.copy(), self._term | self._trunc, infos
 
@@ -1330,7 +1336,8 @@ class ShmemVecEnv(VecEnv):
                 f"recv() needs batch_size={k} envs in flight but only {pending} are: "
                 "send() actions for the env_ids of the last recv() first"
             )
-        self._state = State.NEEDS_RESET  # until this batch is collected
+        self._state = State.NEEDS_RESET  # until this batch is collected (see step_wait)
+        self._dirty = True
         self._wait(k, "step", State.RUNNING)
         flagged = self._ctrl.collect(k, self._ids_out)
         ids = self._ids_out[:k].copy()
@@ -1349,6 +1356,7 @@ class ShmemVecEnv(VecEnv):
             _core.gather_rows(_layout._bytes2d(buf), ids, _layout._bytes2d(out))
             leaves.append(out.copy() if self.copy else out)
         obs = leaves[0] if self._single_obs else self._unflatten_obs(leaves)
+        self._dirty = False
         self._state = State.RUNNING if self._in_flight.any() else State.IDLE
         return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
 
