@@ -577,6 +577,58 @@ def test_control_keeps_in_flight_flags_and_forgets_a_dead_workers_envs():
     block.close()
 
 
+class InfoEnv(gym.Env):
+    """Observation ``[env_id, t]``; every step sends an info ``{"env", "t"}``
+    over the pipe; episodes terminate at t = 5."""
+
+    def __init__(self, env_id):
+        self.env_id = env_id
+        self.observation_space = gym.spaces.Box(-1e9, 1e9, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.array([self.env_id, 0], np.float32), {"env": self.env_id, "t": 0}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.array([self.env_id, self.t], np.float32)
+        return obs, 1.0, self.t >= 5, False, {"env": self.env_id, "t": self.t}
+
+
+def _check_step(obs, dones, infos):
+    for i, info in enumerate(infos):
+        assert info["env"] == i
+        if dones[i]:
+            assert info["t"] == 5 and obs[i, 1] == 0
+        else:
+            assert info["t"] == obs[i, 1]
+
+
+def test_ctrl_c_at_random_points_then_reset_is_consistent():
+    # Interrupts land anywhere in step_async/step_wait (waits, collects, pipe
+    # reads); reset() must drain and resync so that no stale reply is taken.
+    fns = [functools.partial(InfoEnv, i) for i in range(4)]
+    rng = np.random.default_rng(0)
+    with vecenv.ShmemVecEnv(fns, envs_per_worker=1, context="fork") as venv:
+        venv.reset()
+        for _ in range(int(os.environ.get("VECENV_CTRL_C_TRIALS", "15"))):
+            timer = threading.Timer(rng.uniform(0.0, 0.02), os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            deadline = time.monotonic() + 30
+            with pytest.raises(KeyboardInterrupt):
+                while time.monotonic() < deadline:
+                    venv.step(ZEROS)
+            timer.join()
+            obs = venv.reset()
+            assert obs[:, 1].tolist() == [0, 0, 0, 0]
+            assert [info["t"] for info in venv.reset_infos] == [0, 0, 0, 0]
+            for _ in range(7):
+                obs, _, dones, infos = venv.step(ZEROS)
+                _check_step(obs, dones, infos)
+
+
 _SCRIPT = textwrap.dedent(
     """
     import os, sys, time
