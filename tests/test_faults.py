@@ -629,6 +629,68 @@ def test_ctrl_c_at_random_points_then_reset_is_consistent():
                 _check_step(obs, dones, infos)
 
 
+@pytest.mark.parametrize("batch_size", [4, 2], ids=["lockstep", "partial"])
+def test_random_sigkills_with_the_restart_policy_keep_results_consistent(batch_size):
+    # Workers are killed at random moments: in a step, idle, between
+    # publishing a result and sending its info. Every result stays consistent.
+    me = psutil.Process()
+    before = {c.pid for c in me.children()}
+    fns = [functools.partial(InfoEnv, i) for i in range(4)]
+    stop = threading.Event()
+    rng = np.random.default_rng(1)
+
+    def killer():
+        while not stop.wait(rng.uniform(0.01, 0.05)):
+            ours = [c.pid for c in me.children() if c.pid not in before]
+            if ours:
+                try:
+                    os.kill(int(rng.choice(ours)), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    with vecenv.ShmemVecEnv(
+        fns,
+        envs_per_worker=1,
+        batch_size=batch_size,
+        context="fork",
+        on_worker_death="restart",
+        max_restarts=10_000,
+    ) as venv:
+        venv.reset()
+        ids = None if batch_size == 4 else venv.recv()[4]
+        thread = threading.Thread(target=killer)
+        thread.start()
+        restarted = 0
+        deadline = time.monotonic() + 30
+        try:
+            steps = 0
+            least = int(os.environ.get("VECENV_CHAOS_STEPS", "300"))
+            while steps < least or (venv.restart_count < 10 and time.monotonic() < deadline):
+                steps += 1
+                if ids is None:
+                    obs, _, dones, infos = venv.step(ZEROS)
+                    rows = range(4)
+                else:
+                    venv.send(np.zeros(len(ids), np.int64), ids)
+                    obs, _, dones, infos, ids = venv.recv()
+                    rows = ids
+                for row, i in enumerate(rows):
+                    info, t = infos[row], obs[row, 1]
+                    assert obs[row, 0] == i
+                    if info.get("worker_restarted"):
+                        restarted += 1
+                        assert dones[row] and info["TimeLimit.truncated"] and t <= 1
+                        assert info.get("t", t) == t
+                    elif dones[row]:
+                        assert info["env"] == i and info["t"] == 5 and t == 0
+                    else:
+                        assert info["env"] == i and info["t"] == t
+        finally:
+            stop.set()
+            thread.join()
+        assert venv.restart_count > 0 and restarted > 0
+
+
 _SCRIPT = textwrap.dedent(
     """
     import os, sys, time

@@ -719,33 +719,51 @@ class ShmemVecEnv(VecEnv):
             )
         lost = [i for i in range(lo, hi) if self._in_flight[i]]
         held = [i for i in range(lo, hi) if not self._in_flight[i]]
-        self._bury(w)
-        self._spawn(w)
-        conn = res.conns[w]
         what = f"restarting worker {w}"
-        deadline = time.monotonic() + self._start_timeout
-        try:
-            msg = self._recv(w, deadline, what)
-            if msg[0] == "error":
-                raise self._worker_error(msg[1])
-            if (msg[1], msg[2]) != self._spaces:
-                raise SpaceError(
-                    f"worker {w} came back with spaces ({msg[1]}, {msg[2]}), expected "
-                    f"({self._spaces[0]}, {self._spaces[1]})"
-                )
-            conn.send(("attach", res.segment.handle, self._layout, held))
-            msg = self._recv(w, deadline, what)
-            if msg[0] == "error":
-                raise self._worker_error(msg[1])
-        except BaseException:
+        while True:
             self._bury(w)
-            self._state = State.NEEDS_RESET
-            raise
+            self._spawn(w)
+            conn = res.conns[w]
+            deadline = time.monotonic() + self._start_timeout
+            try:
+                msg = self._recv(w, deadline, what)
+                if msg[0] == "error":
+                    raise self._worker_error(msg[1])
+                if (msg[1], msg[2]) != self._spaces:
+                    raise SpaceError(
+                        f"worker {w} came back with spaces ({msg[1]}, {msg[2]}), expected "
+                        f"({self._spaces[0]}, {self._spaces[1]})"
+                    )
+                try:
+                    conn.send(("attach", res.segment.handle, self._layout, held))
+                except OSError:
+                    raise self._died(w, what) from None
+                msg = self._recv(w, deadline, what)
+                if msg[0] == "error":
+                    raise self._worker_error(msg[1])
+            except WorkerDiedError:
+                # The new worker died while starting: one more restart if allowed.
+                if report and self.restart_count < self.max_restarts:
+                    self.restart_count += 1
+                    continue
+                self._bury(w)
+                self._state = State.NEEDS_RESET
+                raise
+            except BaseException:
+                self._bury(w)
+                self._state = State.NEEDS_RESET
+                raise
+            break
         self._dead.discard(w)
         if lost:
+            # Dispatched even if the worker dies at once: the next wait then
+            # sees them in flight and restarts it again.
             kws = {i: self._pending_kwargs[i] for i in lost if i in self._pending_kwargs}
             if kws:
-                self._post(w, ("reset_kwargs", kws))
+                try:
+                    self._post(w, ("reset_kwargs", kws))
+                except WorkerDiedError:
+                    pass
             self._ctrl.dispatch(np.asarray(lost, dtype=np.int64), _core.OP_RESET)
         self._restart_infos.update(msg[2])
         if report:
