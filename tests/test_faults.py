@@ -629,17 +629,14 @@ def test_ctrl_c_at_random_points_then_reset_is_consistent():
                 _check_step(obs, dones, infos)
 
 
-@pytest.mark.parametrize("batch_size", [4, 2], ids=["lockstep", "partial"])
-def test_random_sigkills_with_the_restart_policy_keep_results_consistent(batch_size):
-    # Workers are killed at random moments: in a step, idle, between
-    # publishing a result and sending its info. Every result stays consistent.
+def _killer(stop, seed=1):
+    """A function that SIGKILLs a random new child process every 10-50 ms
+    until ``stop`` is set."""
     me = psutil.Process()
     before = {c.pid for c in me.children()}
-    fns = [functools.partial(InfoEnv, i) for i in range(4)]
-    stop = threading.Event()
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(seed)
 
-    def killer():
+    def run():
         while not stop.wait(rng.uniform(0.01, 0.05)):
             ours = [c.pid for c in me.children() if c.pid not in before]
             if ours:
@@ -648,6 +645,48 @@ def test_random_sigkills_with_the_restart_policy_keep_results_consistent(batch_s
                 except ProcessLookupError:
                     pass
 
+    return run
+
+
+def test_random_sigkills_then_reset_always_recovers():
+    fns = [functools.partial(InfoEnv, i) for i in range(4)]
+    stop = threading.Event()
+    thread = threading.Thread(target=_killer(stop, seed=2))
+    deaths = 0
+    with vecenv.ShmemVecEnv(fns, envs_per_worker=1, context="fork") as venv:
+        venv.reset()
+        thread.start()
+        try:
+            deadline = time.monotonic() + 30
+            while deaths < 10 and time.monotonic() < deadline:
+                try:
+                    obs, _, dones, infos = venv.step(ZEROS)
+                    _check_step(obs, dones, infos)
+                except vecenv.WorkerDiedError:
+                    deaths += 1
+                    while True:  # a worker may die again during the reset
+                        try:
+                            obs = venv.reset()
+                            break
+                        except vecenv.WorkerDiedError:
+                            pass
+                    assert obs[:, 1].tolist() == [0, 0, 0, 0]
+        finally:
+            stop.set()
+            thread.join()
+        assert deaths == 10
+        venv.reset()  # a last kill may have landed before the killer stopped
+        obs, _, dones, infos = venv.step(ZEROS)
+        _check_step(obs, dones, infos)
+
+
+@pytest.mark.parametrize("batch_size", [4, 2], ids=["lockstep", "partial"])
+def test_random_sigkills_with_the_restart_policy_keep_results_consistent(batch_size):
+    # Workers are killed at random moments: in a step, idle, between
+    # publishing a result and sending its info. Every result stays consistent.
+    fns = [functools.partial(InfoEnv, i) for i in range(4)]
+    stop = threading.Event()
+    killer = _killer(stop)
     with vecenv.ShmemVecEnv(
         fns,
         envs_per_worker=1,
