@@ -4,6 +4,7 @@ Private module: vecenv's own code imports it, users do not. Kept in step with
 csrc/_core.pyx by tests/test_packaging.py (names, members and parameters).
 """
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,8 +46,9 @@ class SharedBlock:
         """Unmap now; safe twice. Raises BufferError while views are alive."""
     def touch(self, start: int = 0, stop: int = -1, write: bool = False) -> int:
         """Fault in the pages of ``[start, stop)``; zero them with ``write=True``."""
-    def __buffer__(self, flags: int, /) -> memoryview: ...
-    def __release_buffer__(self, buffer: memoryview, /) -> None: ...
+    if sys.version_info >= (3, 12):  # buffer protocol visible to typing from 3.12
+        def __buffer__(self, flags: int, /) -> memoryview: ...
+        def __release_buffer__(self, buffer: memoryview, /) -> None: ...
 
 class Control:
     """Wait/wake protocol over the control region at byte 0 of a SharedBlock.
