@@ -1,0 +1,1167 @@
+"""RayVecEnv: vectorized envs spread over the nodes of a Ray cluster.
+
+Runs in the parent (the learner's process, a Ray driver) and, for
+:class:`_EnvActor`, inside Ray actor processes. Each actor hosts a local
+:class:`~vecenv.ShmemVecEnv` of its contiguous share of the envs, so within a
+node the shared-memory engine does the stepping and only one batch of arrays
+per actor crosses the network per step. The parent submits one task per actor
+and then waits for all of them (lockstep) or for the first ones that finish
+(``send``/``recv``), so actors on different nodes step concurrently.
+
+Ray is an optional dependency (``pip install vecenv[ray]``); this is the only
+vecenv module that imports it. The idea of one vectorized env per remote worker
+comes from RLlib's ``EnvRunner`` groups and tianshou's ``RayVectorEnv`` (which
+hosts one env per actor); here the unit is an actor running a whole
+``ShmemVecEnv``, and Ray's actor restart is used to replace a dead actor.
+
+Protocol invariants:
+
+* Actor ``a`` hosts envs ``[lo_a, hi_a)``; ranges are contiguous, in actor
+  order, and never change, so observations are concatenated in env order.
+* An actor runs one task at a time, in submission order (Ray's ordering for
+  an actor's tasks from one caller); the parent has at most one step or reset
+  task in flight per actor.
+* Actor methods never raise for env errors: they return ``("ok", value)`` or
+  ``("error", payload)``; a Ray error from a task therefore means the actor
+  (or its node) failed, not an env.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+try:
+    import ray
+    import ray.exceptions as ray_exc
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        f"vecenv.ray needs Ray ({_exc}): install it with `pip install vecenv[ray]`"
+    ) from _exc
+
+from vecenv import errors as _errors
+from vecenv._layout import flatten_space, make_action_writer, make_flattener, make_unflattener
+from vecenv.base import Indices, VecEnv
+from vecenv.errors import (
+    ClosedError,
+    InvalidArgumentError,
+    RemoteTraceback,
+    SpaceError,
+    StateError,
+    VecEnvTimeoutError,
+    WorkerDiedError,
+    WorkerError,
+)
+from vecenv.shmem_vec_env import ShmemVecEnv, State, plan_workers
+
+__all__ = ["RayVecEnv"]
+
+_PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+# Keys the RayVecEnv sets itself on every actor.
+_RESERVED_ACTOR_KEYS = ("max_restarts", "max_task_retries")
+# ShmemVecEnv arguments the actor sets itself.
+_RESERVED_VEC_KEYS = ("batch_size", "copy", "autoreset_mode")
+
+
+# ---------------------------------------------------------------- actor side
+def _error_payload(exc: BaseException) -> Dict[str, Any]:
+    """A picklable description of ``exc`` raised in an actor (indices local)."""
+    cls = type(exc).__name__
+    if not isinstance(exc, _errors.VecEnvError) or not hasattr(_errors, cls):
+        cls = "WorkerError"
+    return {
+        "cls": cls,
+        "message": str(exc),
+        "env_index": getattr(exc, "env_index", None),
+        "env_indices": tuple(getattr(exc, "env_indices", ()) or ()),
+        "exc_type": getattr(exc, "exc_type", "")
+        or f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "traceback": getattr(exc, "worker_traceback", "")
+        or "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        "exitcode": getattr(exc, "exitcode", None),
+    }
+
+
+class _EnvActor:
+    """Runs inside a Ray actor: hosts a :class:`ShmemVecEnv` of some envs.
+
+    Every method returns ``(tag, value)``: ``("ok", value)``, ``("error",
+    payload)`` for an exception raised by the envs or the local engine, and
+    :meth:`step` may return ``("restarted", reset_result)`` when it finds a
+    fresh actor (Ray restarted it after a crash): its envs were reset instead.
+    Observations go back as the list of leaf arrays of the observation space
+    (see :func:`vecenv._layout.flatten_space`); indices are local (0-based).
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], Any]], vec_kwargs: Dict[str, Any]):
+        self._venv: Optional[ShmemVecEnv] = None
+        self._error: Optional[Dict[str, Any]] = None
+        self._fresh = True  # not reset since (re)start
+        try:
+            # copy=False: the arrays are serialized by Ray when the method
+            # returns, before the next task of this actor can step again.
+            self._venv = ShmemVecEnv(list(env_fns), copy=False, **vec_kwargs)
+            self._flatten = make_flattener(self._venv.observation_space)
+            self._unflatten_actions = make_unflattener(self._venv.action_space)
+        except Exception as exc:
+            self._error = _error_payload(exc)
+
+    def describe(self):
+        if self._error is not None:
+            return ("error", self._error)
+        venv = self._venv
+        ctx = ray.get_runtime_context()
+        return (
+            "ok",
+            {
+                "node_id": ctx.get_node_id(),
+                "node_ip": ray.util.get_node_ip_address(),
+                "pid": os.getpid(),
+                "worker_pids": [p.pid for p in venv._resources.procs],
+                "num_envs": venv.num_envs,
+                "observation_space": venv.observation_space,
+                "action_space": venv.action_space,
+                "metadata": getattr(venv, "metadata", {}),
+                "restarted": ctx.was_current_actor_reconstructed,
+            },
+        )
+
+    def _do_reset(self, seed: Optional[int], options):
+        venv = self._venv
+        if seed is not None:
+            venv.seed(seed)
+        if options is not None:
+            venv.set_options(options)
+        obs = venv.reset()
+        self._fresh = False
+        return self._flatten(obs), venv.reset_infos
+
+    def reset(self, seed: Optional[int] = None, options=None):
+        if self._error is not None:
+            return ("error", self._error)
+        try:
+            return ("ok", self._do_reset(seed, options))
+        except Exception as exc:
+            return ("error", _error_payload(exc))
+
+    def step(self, action_leaves: List[np.ndarray]):
+        if self._error is not None:
+            return ("error", self._error)
+        try:
+            if self._fresh:
+                return ("restarted", self._do_reset(None, None))
+            venv = self._venv
+            venv.step_async(self._unflatten_actions(action_leaves))
+            obs, rew, term, trunc, infos = venv.step_wait_gym()
+            sparse = {i: info for i, info in enumerate(infos) if info}
+            return ("ok", (self._flatten(obs), rew, term, trunc, sparse))
+        except Exception as exc:
+            return ("error", _error_payload(exc))
+
+    def call(self, what: str, name: str, args, kwargs, local_ids: List[int]):
+        if self._error is not None:
+            return ("error", self._error)
+        venv = self._venv
+        try:
+            if what == "env_method":
+                value = venv.env_method(name, *args, indices=local_ids, **kwargs)
+            elif what == "get_attr":
+                value = venv.get_attr(name, indices=local_ids)
+            elif what == "set_attr":
+                venv.set_attr(name, args[0], indices=local_ids)
+                value = [None] * len(local_ids)
+            elif what == "is_wrapped":
+                value = venv.env_is_wrapped(args[0], indices=local_ids)
+            else:  # "render"
+                value = venv.get_images()
+            return ("ok", value)
+        except Exception as exc:
+            return ("error", _error_payload(exc))
+
+    def close(self):
+        if self._venv is not None:
+            self._venv.close()
+        return ("ok", None)
+
+
+_RemoteEnvActor = ray.remote(_EnvActor)
+
+
+# ---------------------------------------------------------------- parent side
+class _Resources:
+    """The actors and placement group to release; apart from the RayVecEnv so
+    a weakref finalizer can release them (close, GC and exit end here)."""
+
+    def __init__(self):
+        self.actors: list = []
+        self.pg = None
+
+    def shutdown(self, timeout: float) -> None:
+        if not ray.is_initialized():  # Ray already shut down: nothing to release
+            self.actors, self.pg = [], None
+            return
+        if self.actors:
+            refs = []
+            for actor in self.actors:
+                try:
+                    refs.append(actor.close.remote())
+                except Exception:
+                    pass
+            try:  # polite: each actor closes its ShmemVecEnv (joins its workers)
+                ray.wait(refs, num_returns=len(refs), timeout=max(timeout, 0.0))
+            except Exception:
+                pass
+            for actor in self.actors:
+                try:
+                    ray.kill(actor, no_restart=True)
+                except Exception:
+                    pass
+        if self.pg is not None:
+            try:
+                remove_placement_group(self.pg)
+            except Exception:
+                pass
+        self.actors, self.pg = [], None
+
+
+def _release(resources: _Resources) -> None:
+    resources.shutdown(timeout=2.0)
+
+
+def _check_seconds(name: str, value, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or value < 0
+        or value != value
+    ):
+        raise InvalidArgumentError(f"{name} must be a number of seconds >= 0, got {value!r}")
+
+
+class RayVecEnv(VecEnv):
+    """Step ``num_envs`` gymnasium envs in Ray actors, each hosting a
+    :class:`~vecenv.ShmemVecEnv` of its share of the envs.
+
+    The API is :class:`~vecenv.ShmemVecEnv`'s (``reset``, ``step_async``,
+    ``step_wait``, ``step``, ``step_wait_gym``, ``close``, ``render``,
+    ``get_images``, ``seed``, ``set_options``, ``env_method``, ``get_attr``,
+    ``set_attr``, ``env_is_wrapped``, and ``send``/``recv`` when
+    ``batch_size < num_envs``). Ray must be initialized by the caller
+    (``ray.init(address=...)``); RayVecEnv never starts or joins a cluster.
+
+    Parameters
+    ----------
+    env_fns : sequence of callables
+        One factory per env, returning a ``gymnasium.Env``. Serialized by Ray
+        (cloudpickle), so lambdas and closures work; they run on the actor's
+        node, so what they import must be installed there.
+    spaces : (observation_space, action_space), optional
+        The spaces every env must have; checked against the envs' own.
+    num_actors, envs_per_actor : int, optional
+        Actor layout (give one or neither): actor ``a`` gets a contiguous range
+        of envs. Default: one actor per alive node of the cluster.
+    actor_options : dict or sequence of dicts, optional
+        Ray actor options (``num_cpus``, ``num_gpus``, ``memory``,
+        ``resources``, ``runtime_env``, ``scheduling_strategy``, ...) for every
+        actor, or one dict per actor. Default ``{"num_cpus": 1}``. Without a
+        ``num_workers``/``envs_per_worker`` in ``vec_kwargs``, an actor with
+        ``num_cpus=k`` runs ``k`` worker processes (at least 1).
+    placement_strategy : {"SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"} or None
+        Reserve one placement-group bundle per actor (the actor's CPUs, GPUs
+        and custom resources) with this strategy, and place actor ``a`` in
+        bundle ``a``. Default "SPREAD": actors go to different nodes where
+        resources allow. None: no placement group; Ray places the actors by
+        ``actor_options`` alone.
+    batch_size : int, optional
+        Envs returned by :meth:`recv` (default num_envs: lockstep). Must be a
+        multiple of the actor size, and all actors must host the same number
+        of envs: ``recv`` returns whole actors.
+    max_restarts : int
+        0 (default): a dead actor or node raises
+        :class:`~vecenv.errors.WorkerDiedError`. ``n > 0``: Ray restarts a dead
+        actor up to ``n`` times (Ray's ``max_restarts``); the step that lost
+        it returns, for its envs, freshly reset observations with reward 0,
+        ``terminated`` False, ``truncated`` True (done) and
+        ``infos[i]["actor_restarted"] = True`` (there is no terminal
+        observation). Restarted envs are not re-seeded.
+    autoreset_mode : {"sb3", "next_step", "same_step", "disabled"}
+        As in :class:`~vecenv.ShmemVecEnv`.
+    vec_kwargs : dict, optional
+        Further :class:`~vecenv.ShmemVecEnv` arguments for each actor's local
+        vec env (``num_workers``, ``envs_per_worker``, ``context``, ``spin``,
+        ``timeout``, ``cpu_affinity``...); not ``batch_size``, ``copy`` or
+        ``autoreset_mode``.
+    timeout : float, optional
+        Seconds to wait for a step, reset or call before raising
+        :class:`~vecenv.errors.VecEnvTimeoutError` (default: no limit).
+    start_timeout : float
+        Seconds to wait for the placement group and the actors to start and
+        build their envs (default 300).
+    restart_timeout : float
+        Seconds to wait for a restarted actor to reset its envs (default 300).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Bad arguments (checked before any actor or placement group exists).
+    StateError
+        Ray is not initialized.
+    SpaceError
+        Envs whose spaces differ from ``spaces`` or between actors.
+    WorkerError
+        An env factory raised (names the env; the traceback is chained).
+    VecEnvTimeoutError
+        The placement group or the actors did not start within start_timeout.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        spaces: Optional[Tuple[Any, Any]] = None,
+        *,
+        num_actors: Optional[int] = None,
+        envs_per_actor: Optional[int] = None,
+        actor_options: Union[Dict[str, Any], Sequence[Dict[str, Any]], None] = None,
+        placement_strategy: Optional[str] = "SPREAD",
+        batch_size: Optional[int] = None,
+        max_restarts: int = 0,
+        autoreset_mode: str = "sb3",
+        vec_kwargs: Optional[Dict[str, Any]] = None,
+        timeout: Optional[float] = None,
+        start_timeout: float = 300.0,
+        restart_timeout: float = 300.0,
+    ):
+        self._state = State.CLOSED  # until construction succeeds
+        self._resources = _Resources()
+        self._finalizer = weakref.finalize(self, _release, self._resources)
+        env_fns = ShmemVecEnv._check_env_fns(env_fns)
+        num_envs = len(env_fns)
+        if not ray.is_initialized():
+            raise StateError(
+                "RayVecEnv needs a running Ray: call ray.init(address=...) with your "
+                "cluster's address first (RayVecEnv never starts or joins a cluster)"
+            )
+        if num_actors is None and envs_per_actor is None:
+            num_actors = max(1, sum(1 for n in ray.nodes() if n.get("Alive")))
+        self._ranges = self._plan(num_envs, num_actors, envs_per_actor)
+        n_act = len(self._ranges)
+        sizes = {hi - lo for lo, hi in self._ranges}
+        if batch_size is None:
+            batch_size = num_envs
+        if (
+            not isinstance(batch_size, (int, np.integer))
+            or isinstance(batch_size, bool)
+            or not 1 <= batch_size <= num_envs
+        ):
+            raise InvalidArgumentError(
+                f"batch_size must be an int in [1, num_envs={num_envs}], got {batch_size!r}"
+            )
+        if batch_size < num_envs and (len(sizes) != 1 or batch_size % next(iter(sizes))):
+            raise InvalidArgumentError(
+                f"batch_size={batch_size} needs actors of equal size and a multiple of it "
+                f"(recv returns whole actors); actor sizes are {sorted(sizes)}: choose "
+                "num_envs, envs_per_actor and batch_size so that they divide evenly"
+            )
+        if (
+            not isinstance(max_restarts, (int, np.integer))
+            or isinstance(max_restarts, bool)
+            or max_restarts < -1
+        ):
+            raise InvalidArgumentError(
+                f"max_restarts must be an int >= 0 (or -1: unlimited), got {max_restarts!r}"
+            )
+        if placement_strategy is not None and placement_strategy not in _PLACEMENT_STRATEGIES:
+            raise InvalidArgumentError(
+                f"placement_strategy must be one of {_PLACEMENT_STRATEGIES} or None, "
+                f"got {placement_strategy!r}"
+            )
+        _check_seconds("timeout", timeout)
+        _check_seconds("start_timeout", start_timeout, allow_none=False)
+        _check_seconds("restart_timeout", restart_timeout, allow_none=False)
+        if spaces is not None and (not isinstance(spaces, (tuple, list)) or len(spaces) != 2):
+            raise InvalidArgumentError("spaces must be a pair (observation_space, action_space)")
+        vec_kwargs = dict(vec_kwargs or {})
+        bad = sorted(set(vec_kwargs) & set(_RESERVED_VEC_KEYS))
+        if bad:
+            raise InvalidArgumentError(
+                f"vec_kwargs must not set {bad}: RayVecEnv sets them (pass batch_size and "
+                "autoreset_mode to RayVecEnv itself)"
+            )
+        opts = self._actor_options(actor_options, n_act, placement_strategy)
+
+        self.batch_size = int(batch_size)
+        self.timeout = timeout
+        self.max_restarts = int(max_restarts)
+        self.restart_timeout = float(restart_timeout)
+        self.autoreset_mode = autoreset_mode
+        self.placement_strategy = placement_strategy
+        self.restarts = [0] * n_act
+        self._actor_size = max(sizes)
+        self._env_actor = np.repeat(np.arange(n_act), [hi - lo for lo, hi in self._ranges])
+        self._dead: Dict[int, str] = {}  # actor -> why, for actors that cannot come back
+        self._pending: Dict[int, Tuple[str, Any]] = {}  # actor -> (kind, ObjectRef)
+        self._seed: Optional[int] = None
+        self._options: Dict[int, Any] = {}
+        self.reset_infos: List[Dict[str, Any]] = [{} for _ in range(num_envs)]
+        try:
+            self._start(
+                env_fns, opts, vec_kwargs, autoreset_mode, placement_strategy, start_timeout
+            )
+        except BaseException:
+            self._resources.shutdown(timeout=1.0)
+            self._finalizer.detach()
+            raise
+        obs_space, act_space = (
+            self.actor_info[0]["observation_space"],
+            self.actor_info[0]["action_space"],
+        )
+        for a, info in enumerate(self.actor_info):
+            if (info["observation_space"], info["action_space"]) != (obs_space, act_space):
+                self.close()
+                raise SpaceError(
+                    f"envs of actor {a} (envs {self._ranges[a][0]}..{self._ranges[a][1] - 1}) have "
+                    f"spaces ({info['observation_space']}, {info['action_space']}), actor 0's have "
+                    f"({obs_space}, {act_space}); all envs must share their spaces"
+                )
+        if spaces is not None and (spaces[0] != obs_space or spaces[1] != act_space):
+            self.close()
+            raise SpaceError(
+                f"spaces=({spaces[0]}, {spaces[1]}) differ from the envs' own "
+                f"({obs_space}, {act_space})"
+            )
+        super().__init__(num_envs, obs_space, act_space)
+        self.metadata = self.actor_info[0]["metadata"]
+        leaves = flatten_space(act_space, "action_space")
+        self._act_bufs = [np.empty((num_envs, *leaf.shape), leaf.dtype) for leaf in leaves]
+        self._write_actions = make_action_writer(leaves, act_space)
+        self._unflatten_obs = make_unflattener(obs_space)
+        self._state = State.NEEDS_RESET
+
+    # ------------------------------------------------------------ construction
+    @staticmethod
+    def _plan(num_envs, num_actors, envs_per_actor) -> List[Tuple[int, int]]:
+        try:
+            return plan_workers(num_envs, num_actors, envs_per_actor)
+        except InvalidArgumentError as exc:
+            msg = str(exc).replace("num_workers", "num_actors")
+            msg = msg.replace("envs_per_worker", "envs_per_actor").replace("worker", "actor")
+            raise InvalidArgumentError(msg) from None
+
+    def _actor_options(self, actor_options, n_act, placement_strategy) -> List[Dict[str, Any]]:
+        if actor_options is None:
+            per = [{} for _ in range(n_act)]
+        elif isinstance(actor_options, dict):
+            per = [dict(actor_options) for _ in range(n_act)]
+        else:
+            try:
+                per = [dict(o) for o in actor_options]
+            except (TypeError, ValueError):
+                raise InvalidArgumentError(
+                    "actor_options must be a dict or a sequence of dicts, one per actor"
+                ) from None
+            if len(per) != n_act:
+                raise InvalidArgumentError(
+                    f"actor_options has {len(per)} dicts, expected one per actor ({n_act})"
+                )
+        for a, o in enumerate(per):
+            bad = sorted(set(o) & set(_RESERVED_ACTOR_KEYS))
+            if bad:
+                raise InvalidArgumentError(
+                    f"actor_options[{a}] must not set {bad}: use RayVecEnv(max_restarts=...); "
+                    "steps are never retried"
+                )
+            if placement_strategy is not None and "scheduling_strategy" in o:
+                raise InvalidArgumentError(
+                    f"actor_options[{a}] sets scheduling_strategy and placement_strategy="
+                    f"{placement_strategy!r} places the actors too: pass placement_strategy=None"
+                )
+            o.setdefault("num_cpus", 1)
+            try:  # Ray validates the options here, without starting anything
+                _RemoteEnvActor.options(**o)
+            except (TypeError, ValueError) as exc:
+                raise InvalidArgumentError(
+                    f"actor_options[{a}] is not valid for Ray: {exc}"
+                ) from None
+            if placement_strategy is not None and not self._bundle(o):
+                raise InvalidArgumentError(
+                    f"actor_options[{a}] asks for no resources, so a placement group cannot "
+                    "reserve a bundle for it: give num_cpus > 0 or pass placement_strategy=None"
+                )
+        return per
+
+    @staticmethod
+    def _bundle(o: Dict[str, Any]) -> Dict[str, float]:
+        bundle = {"CPU": float(o.get("num_cpus") or 0), "GPU": float(o.get("num_gpus") or 0)}
+        if o.get("memory"):
+            bundle["memory"] = float(o["memory"])
+        bundle.update({k: float(v) for k, v in (o.get("resources") or {}).items()})
+        return {k: v for k, v in bundle.items() if v > 0}
+
+    def _start(self, env_fns, opts, vec_kwargs, autoreset_mode, placement_strategy, start_timeout):
+        res = self._resources
+        deadline = time.monotonic() + start_timeout
+        if placement_strategy is not None:
+            bundles = [self._bundle(o) for o in opts]
+            res.pg = placement_group(bundles, strategy=placement_strategy)
+            ready, _ = ray.wait([res.pg.ready()], timeout=start_timeout)
+            if not ready:
+                raise VecEnvTimeoutError(
+                    f"the placement group {bundles} (strategy {placement_strategy}) was not placed "
+                    f"within start_timeout={start_timeout} s; the cluster has "
+                    f"{ray.available_resources()} available: add nodes, ask for fewer resources "
+                    "per actor, or use strategy SPREAD/PACK instead of a STRICT one",
+                    env_indices=range(len(env_fns)),
+                )
+        for a, (lo, hi) in enumerate(self._ranges):
+            o = dict(opts[a])
+            o["max_restarts"] = self.max_restarts
+            o["max_task_retries"] = 0  # a step is not idempotent: never run it twice
+            if res.pg is not None:
+                o["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                    placement_group=res.pg, placement_group_bundle_index=a
+                )
+            kw = dict(vec_kwargs)
+            if "num_workers" not in kw and "envs_per_worker" not in kw:
+                kw["num_workers"] = max(1, int(o.get("num_cpus") or 1))
+            kw["autoreset_mode"] = autoreset_mode
+            res.actors.append(_RemoteEnvActor.options(**o).remote(env_fns[lo:hi], kw))
+        refs = [actor.describe.remote() for actor in res.actors]
+        infos = []
+        for a, ref in enumerate(refs):
+            left = max(0.0, deadline - time.monotonic())
+            try:
+                tag, value = ray.get(ref, timeout=left)
+            except ray_exc.GetTimeoutError:
+                lo, hi = self._ranges[a]
+                raise VecEnvTimeoutError(
+                    f"Ray actor {a} (envs {lo}..{hi - 1}) did not start within "
+                    f"start_timeout={start_timeout} s (cluster resources available: "
+                    f"{ray.available_resources()})",
+                    env_indices=range(lo, hi),
+                ) from None
+            except ray_exc.RayError as exc:
+                raise self._died([a], "starting", exc) from None
+            if tag == "error":
+                raise self._translate(a, value, "building the envs")
+            infos.append(dict(value, actor=a, envs=self._ranges[a]))
+        self.actor_info: List[Dict[str, Any]] = infos
+
+    # ------------------------------------------------------------ errors
+    def _translate(self, a: int, payload: Dict[str, Any], what: str) -> Exception:
+        """An actor's error payload as a vecenv exception with global env indices."""
+        lo, hi = self._ranges[a]
+        where = (
+            f"Ray actor {a} (envs {lo}..{hi - 1}; env numbers in this message are local, add {lo})"
+        )
+        msg = f"{where} while {what}: {payload['message']}"
+        cls = getattr(_errors, payload["cls"], WorkerError)
+        env_index = payload["env_index"]
+        g_index = None if env_index is None else lo + int(env_index)
+        g_indices = tuple(lo + int(i) for i in payload["env_indices"])
+        if issubclass(cls, WorkerDiedError):
+            err = cls(msg, env_indices=g_indices, exitcode=payload["exitcode"])
+        elif issubclass(cls, WorkerError):
+            err = cls(
+                msg,
+                env_index=g_index,
+                exc_type=payload["exc_type"],
+                worker_traceback=payload["traceback"],
+            )
+        elif issubclass(cls, VecEnvTimeoutError):
+            err = cls(msg, env_indices=g_indices)
+        else:
+            err = cls(msg)
+        if payload["traceback"]:
+            err.__cause__ = RemoteTraceback(payload["traceback"])
+        return err
+
+    def _died(self, actors: Sequence[int], what: str, exc: BaseException) -> WorkerDiedError:
+        """A WorkerDiedError naming the envs of ``actors`` (which cannot come back)."""
+        env_ids: List[int] = []
+        parts = []
+        for a in sorted(actors):
+            lo, hi = self._ranges[a]
+            env_ids.extend(range(lo, hi))
+            info = self.actor_info[a] if a < len(getattr(self, "actor_info", ())) else {}
+            parts.append(f"actor {a} (envs {list(range(lo, hi))}, node {info.get('node_ip', '?')})")
+            self._dead[a] = f"{type(exc).__name__}"
+        self._state = State.NEEDS_RESET
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        err = WorkerDiedError(
+            f"Ray {'; '.join(parts)} died while {what} ({type(exc).__name__}: {first_line}); "
+            "its envs are gone: close() this vec env and build a new one, or pass max_restarts > 0",
+            env_indices=env_ids,
+        )
+        err.__cause__ = exc
+        return err
+
+    def _check_alive(self, actors: Sequence[int], what: str) -> None:
+        dead = [a for a in actors if a in self._dead]
+        if dead:
+            env_ids = [i for a in dead for i in range(*self._ranges[a])]
+            raise WorkerDiedError(
+                f"{what}: Ray actors {dead} (envs {env_ids}) died earlier and cannot be "
+                "restarted: close() this vec env and build a new one",
+                env_indices=env_ids,
+            )
+
+    # ------------------------------------------------------------ plumbing
+    def _wait_all(self, refs: Dict[int, Any], what: str) -> None:
+        """Wait until every ref in ``refs`` is ready, or raise VecEnvTimeoutError."""
+        if not refs:
+            return
+        lst = list(refs.values())
+        _, late = ray.wait(lst, num_returns=len(lst), timeout=self.timeout, fetch_local=False)
+        if late:
+            late_set = set(late)
+            late_actors = [a for a, r in refs.items() if r in late_set]
+            env_ids = [i for a in late_actors for i in range(*self._ranges[a])]
+            self._state = State.NEEDS_RESET
+            self._pending.clear()
+            raise VecEnvTimeoutError(
+                f"envs {env_ids} (Ray actors {late_actors}) did not finish {what} within "
+                f"timeout={self.timeout} s",
+                env_indices=env_ids,
+            )
+
+    def _get(self, refs: Dict[int, Any], what: str) -> Dict[int, Tuple[str, Any]]:
+        """Results ``(tag, value)`` of ready refs. An actor that failed is
+        reset after Ray restarted it (when max_restarts allows) and answers
+        ``("restarted", reset_result)``; otherwise raise WorkerDiedError."""
+        out: Dict[int, Tuple[str, Any]] = {}
+        failed: Dict[int, BaseException] = {}
+        for a, ref in refs.items():
+            try:
+                out[a] = ray.get(ref)
+            except ray_exc.RayTaskError as exc:  # the actor method itself raised
+                out[a] = ("error", _error_payload(exc))
+            except ray_exc.RayError as exc:  # actor, worker or node failure
+                failed[a] = exc
+        dead: Dict[int, BaseException] = {}
+        for a, exc in failed.items():
+            if self.max_restarts == 0 or isinstance(exc, ray_exc.ActorDiedError):
+                dead[a] = exc  # ActorDiedError: Ray will not restart it (any more)
+                continue
+            got = self._recover(a)
+            if isinstance(got, BaseException):
+                dead[a] = got
+            else:
+                out[a] = got
+        if dead:
+            raise self._died(list(dead), what, next(iter(dead.values())))
+        for a, (tag, _) in out.items():
+            if tag == "restarted":
+                self._restarted(a)
+        return out
+
+    def _recover(self, a: int):
+        """Reset the envs of actor ``a`` after a Ray error (Ray restarts a
+        dead actor meanwhile). Returns ``("restarted", reset_result)``, an
+        env error ``("error", payload)``, or the exception that ended it."""
+        deadline = time.monotonic() + self.restart_timeout
+        actor = self._resources.actors[a]
+        while True:
+            try:
+                tag, value = ray.get(
+                    actor.reset.remote(None, None),
+                    timeout=max(0.0, deadline - time.monotonic()),
+                )
+            except ray_exc.ActorUnavailableError as exc:
+                if time.monotonic() >= deadline:
+                    return exc
+                time.sleep(0.1)  # still restarting: ask again
+                continue
+            except ray_exc.GetTimeoutError:
+                lo, hi = self._ranges[a]
+                return VecEnvTimeoutError(
+                    f"actor {a} (envs {lo}..{hi - 1}) did not come back within "
+                    f"restart_timeout={self.restart_timeout} s",
+                    env_indices=range(lo, hi),
+                )
+            except ray_exc.RayError as exc:
+                return exc
+            return ("restarted", value) if tag == "ok" else (tag, value)
+
+    def _restarted(self, a: int) -> None:
+        """Count a restart of actor ``a`` and refresh its actor_info."""
+        self.restarts[a] += 1
+        try:
+            tag, info = ray.get(
+                self._resources.actors[a].describe.remote(), timeout=self.restart_timeout
+            )
+        except ray_exc.RayError:
+            return
+        if tag == "ok":
+            self.actor_info[a] = dict(info, actor=a, envs=self._ranges[a])
+
+    def _raise_env_errors(self, results: Dict[int, Tuple[str, Any]], what: str) -> None:
+        errs = [a for a in sorted(results) if results[a][0] == "error"]
+        if errs:
+            self._state = State.NEEDS_RESET
+            err = self._translate(errs[0], results[errs[0]][1], what)
+            if len(errs) > 1:
+                err.args = (f"{err.args[0]} (and actors {errs[1:]} failed too)",)
+            raise err
+
+    def _assemble(self, actors: Sequence[int], results: Dict[int, Tuple[str, Any]]):
+        """Concatenate the results of ``actors`` (in that order) into one batch.
+
+        Tags: ``"step"`` (a step result), ``"reset"`` (reward 0, not done) or
+        ``"restarted"`` (a reset after a restart: truncated, flagged in infos).
+        """
+        leaves_per, rews, terms, truncs = [], [], [], []
+        infos: List[Dict[str, Any]] = []
+        for a in actors:
+            tag, value = results[a]
+            lo, hi = self._ranges[a]
+            n = hi - lo
+            if tag == "step":
+                leaves, rew, term, trunc, sparse = value
+                rews.append(rew)
+                terms.append(term)
+                truncs.append(trunc)
+                infos.extend(sparse.get(i, {}) for i in range(n))
+            else:
+                leaves, reset_infos = value
+                rews.append(np.zeros(n, np.float64))
+                terms.append(np.zeros(n, bool))
+                truncs.append(np.full(n, tag == "restarted"))
+                if tag == "restarted":
+                    infos.extend(dict(info, actor_restarted=True) for info in reset_infos)
+                else:
+                    infos.extend(reset_infos)
+            leaves_per.append(leaves)
+        obs = self._unflatten_obs([np.concatenate(parts) for parts in zip(*leaves_per)])
+        rew = np.concatenate(rews).astype(np.float64, copy=False)
+        term = np.concatenate(terms).astype(bool, copy=False)
+        trunc = np.concatenate(truncs).astype(bool, copy=False)
+        return obs, rew, term, trunc, infos
+
+    @staticmethod
+    def _tagged(results: Dict[int, Tuple[str, Any]], kinds) -> Dict[int, Tuple[str, Any]]:
+        """Replace the ``"ok"`` tags by the kind of task each actor ran."""
+        return {
+            a: ((kinds[a] if isinstance(kinds, dict) else kinds), v) if tag == "ok" else (tag, v)
+            for a, (tag, v) in results.items()
+        }
+
+    # ------------------------------------------------------------ the seed's API
+    def seed(self, seed: Optional[int] = None) -> List[Optional[int]]:
+        """Seed env ``i`` with ``seed + i`` at the next :meth:`reset` (as SB3 does).
+
+        Returns the list of seeds, one per env (all None for ``seed=None``).
+        """
+        if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)):
+            raise InvalidArgumentError(f"seed must be an int or None, got {seed!r}")
+        self._seed = None if seed is None else int(seed)
+        return [None if seed is None else int(seed) + i for i in range(self.num_envs)]
+
+    def set_options(
+        self, options: Union[Dict[str, Any], Sequence[Optional[Dict[str, Any]]], None] = None
+    ) -> None:
+        """Options passed to each env's ``reset`` at the next :meth:`reset`
+        (one dict for all envs, or one per env)."""
+        if options is None:
+            self._options = {}
+        elif isinstance(options, dict):
+            self._options = dict.fromkeys(range(self.num_envs), options)
+        else:
+            options = list(options)
+            if len(options) != self.num_envs:
+                raise InvalidArgumentError(
+                    f"options has {len(options)} entries, expected num_envs={self.num_envs}"
+                )
+            self._options = {i: o for i, o in enumerate(options) if o is not None}
+
+    def _drain(self) -> None:
+        """Wait for the tasks in flight and drop their results (before a reset)."""
+        refs = {a: ref for a, (_, ref) in self._pending.items()}
+        self._pending.clear()
+        if refs:
+            self._wait_all(refs, "a step (draining before reset)")
+            self._get(refs, "a step (draining before reset)")
+
+    def reset(self):
+        """Reset every env and return the first observations.
+
+        Returns
+        -------
+        observations : array, tuple or dict of arrays, each (num_envs, *shape)
+            Arrays the caller owns, in env order, shaped like
+            ``observation_space`` with a leading num_envs axis. When
+            ``batch_size < num_envs`` the resets are only started and None is
+            returned: collect them with :meth:`recv`.
+
+        Reset infos are kept in ``self.reset_infos`` (a list of dicts).
+
+        Raises
+        ------
+        WorkerError, WorkerDiedError, VecEnvTimeoutError
+        """
+        self._guard("reset", State.NEEDS_RESET, State.IDLE, State.RUNNING)
+        self._check_alive(range(len(self._ranges)), "reset()")
+        if self._state is State.RUNNING:
+            self._drain()
+        refs = {}
+        for a, (lo, hi) in enumerate(self._ranges):
+            seed = None if self._seed is None else self._seed + lo
+            opts = None
+            if self._options:
+                opts = [self._options.get(i) for i in range(lo, hi)]
+            refs[a] = self._resources.actors[a].reset.remote(seed, opts)
+        self._seed = None
+        self._options = {}
+        if self.batch_size < self.num_envs:
+            self._pending = {a: ("reset", ref) for a, ref in refs.items()}
+            self._state = State.RUNNING
+            return None
+        self._state = State.NEEDS_RESET  # until every actor answered
+        self._wait_all(refs, "reset")
+        results = self._tagged(self._get(refs, "reset"), "reset")
+        self._raise_env_errors(results, "resetting")
+        obs, _, _, _, infos = self._assemble(range(len(self._ranges)), results)
+        self.reset_infos = infos
+        self._state = State.IDLE
+        return obs
+
+    def _submit_steps(self, actors: Sequence[int]) -> None:
+        """Send each actor in ``actors`` its rows of the action buffers."""
+        for a in actors:
+            lo, hi = self._ranges[a]
+            # Ray serializes the arguments here, so the buffers can be reused.
+            ref = self._resources.actors[a].step.remote([buf[lo:hi] for buf in self._act_bufs])
+            self._pending[a] = ("step", ref)
+
+    def step_async(self, actions) -> None:
+        """Start a step of every env: one task per actor, all submitted before
+        any is waited for.
+
+        Parameters
+        ----------
+        actions : array-like, shape (num_envs, *action_space.shape)
+            One action per env; a tuple/dict of such arrays for Tuple/Dict
+            action spaces. Validated and copied before this returns.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Wrong number of actions, shape, dtype, or a value outside the
+            action space (nothing is sent).
+        StateError
+            A step is already pending, reset() was not called, or the vec env
+            uses batch_size < num_envs (use send/recv).
+        """
+        if self._state is not State.IDLE:
+            self._guard("step_async", State.IDLE)
+        if self.batch_size != self.num_envs:
+            raise StateError(
+                f"step_async() needs batch_size == num_envs; this vec env has batch_size="
+                f"{self.batch_size}: use send(actions, env_ids) and recv()"
+            )
+        self._write_actions(actions, self._act_bufs)
+        self._submit_steps(range(len(self._ranges)))
+        self._state = State.STEP_PENDING
+
+    def _step_results(self):
+        refs = {a: ref for a, (_, ref) in self._pending.items()}
+        self._wait_all(refs, "step")
+        self._pending.clear()
+        self._state = State.NEEDS_RESET  # until the results are in
+        results = self._tagged(self._get(refs, "step"), "step")
+        self._raise_env_errors(results, "stepping")
+        out = self._assemble(range(len(self._ranges)), results)
+        self._state = State.IDLE
+        return out
+
+    def step_wait(self):
+        """Wait for the step started by :meth:`step_async`.
+
+        Returns
+        -------
+        observations : array, tuple or dict of arrays, each (num_envs, *shape)
+            Arrays the caller owns, in env order.
+        rewards : float64 array, shape (num_envs,)
+        dones : bool array, shape (num_envs,)
+            ``terminated | truncated``.
+        infos : list of num_envs dicts
+            As :class:`~vecenv.ShmemVecEnv`'s; envs of a restarted actor have
+            ``"actor_restarted": True``.
+
+        Raises
+        ------
+        StateError
+            No step_async() is pending.
+        WorkerError
+            An env raised (names the env; the traceback is chained).
+        WorkerDiedError
+            An actor or its node died (names its envs), and max_restarts is 0
+            or used up.
+        VecEnvTimeoutError
+        """
+        if self._state is not State.STEP_PENDING:
+            self._guard("step_wait", State.STEP_PENDING)
+        obs, rew, term, trunc, infos = self._step_results()
+        return obs, rew, term | trunc, infos
+
+    def step_wait_gym(self):
+        """:meth:`step_wait` returning gymnasium's split flags:
+        ``(observations, rewards, terminated, truncated, infos)``."""
+        if self._state is not State.STEP_PENDING:
+            self._guard("step_wait", State.STEP_PENDING)
+        return self._step_results()
+
+    # ------------------------------------------------------------ partial batches
+    def send(self, actions, env_ids=None) -> None:
+        """Start a step of the envs ``env_ids``, which must be the whole env
+        ranges of some actors (typically the ``env_ids`` of the last :meth:`recv`).
+
+        Parameters
+        ----------
+        actions : array-like, shape (len(env_ids), *action_space.shape)
+            Row ``j`` is the action of env ``env_ids[j]``.
+        env_ids : array-like of int, optional
+            Distinct env indices, none in flight; default all envs.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Bad actions or env_ids, env_ids that cover only part of an actor,
+            or an env that is still in flight.
+        """
+        self._guard("send", State.IDLE, State.RUNNING)
+        if env_ids is None:
+            ids = np.arange(self.num_envs, dtype=np.int64)
+        else:
+            ids = np.asarray(env_ids)
+            if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+                raise InvalidArgumentError(
+                    f"env_ids must be a 1-D array of ints, got {ids.dtype} shape {ids.shape}"
+                )
+            ids = ids.astype(np.int64, copy=False)
+            if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
+                raise InvalidArgumentError(
+                    f"env_ids must be in [0, {self.num_envs}), got {ids.tolist()}"
+                )
+            if np.unique(ids).size != ids.size:
+                raise InvalidArgumentError(f"env_ids has duplicates: {ids.tolist()}")
+        actors = sorted({int(a) for a in self._env_actor[ids]})
+        for a in actors:
+            lo, hi = self._ranges[a]
+            if int(np.count_nonzero((ids >= lo) & (ids < hi))) != hi - lo:
+                raise InvalidArgumentError(
+                    f"env_ids must cover whole actors: actor {a} hosts envs {list(range(lo, hi))} "
+                    f"but env_ids has only {sorted(int(i) for i in ids if lo <= i < hi)}; send the "
+                    "env_ids returned by recv()"
+                )
+        busy = [a for a in actors if a in self._pending]
+        if busy:
+            env_busy = [i for a in busy for i in range(*self._ranges[a])]
+            raise InvalidArgumentError(
+                f"env_ids {env_busy} are still in flight: recv() them before sending again"
+            )
+        self._check_alive(actors, "send()")
+        self._write_actions(actions, self._act_bufs, ids)
+        self._submit_steps(actors)
+        self._state = State.RUNNING
+
+    def recv(self):
+        """Collect the envs of the first actors that finished, ``batch_size`` envs.
+
+        Returns
+        -------
+        observations : array, tuple or dict of arrays, each (batch_size, *shape)
+            Rows for ``env_ids``; arrays the caller owns.
+        rewards : float64 array, (batch_size,)
+        dones : bool array, (batch_size,)
+        infos : list of batch_size dicts
+        env_ids : int64 array, (batch_size,)
+            Which env each row belongs to (whole actors, each in env order).
+
+        Raises
+        ------
+        StateError
+            Fewer than batch_size envs are in flight.
+        WorkerError, WorkerDiedError, VecEnvTimeoutError
+        """
+        self._guard("recv", State.RUNNING)
+        k = self.batch_size // self._actor_size
+        if len(self._pending) < k:
+            raise StateError(
+                f"recv() needs batch_size={self.batch_size} envs in flight but only "
+                f"{len(self._pending) * self._actor_size} are: send() actions for the env_ids "
+                "of the last recv() first"
+            )
+        order = list(self._pending)  # submission order: the oldest first
+        refs = [self._pending[a][1] for a in order]
+        ready, _ = ray.wait(refs, num_returns=k, timeout=self.timeout, fetch_local=True)
+        if len(ready) < k:
+            late = [i for a in order for i in range(*self._ranges[a])]
+            self._state = State.NEEDS_RESET
+            self._pending.clear()
+            raise VecEnvTimeoutError(
+                f"fewer than batch_size={self.batch_size} envs finished within "
+                f"timeout={self.timeout} s; envs in flight: {late}",
+                env_indices=late,
+            )
+        ready_set = set(ready)
+        actors = [a for a in order if self._pending[a][1] in ready_set]
+        kinds = {a: self._pending[a][0] for a in actors}
+        refs_ready = {a: self._pending.pop(a)[1] for a in actors}
+        if not self._pending:
+            self._state = State.IDLE
+        results = self._tagged(self._get(refs_ready, "step"), kinds)
+        self._raise_env_errors(results, "stepping")
+        obs, rew, term, trunc, infos = self._assemble(actors, results)
+        ids = np.concatenate([np.arange(*self._ranges[a], dtype=np.int64) for a in actors])
+        return obs, rew, term | trunc, infos, ids
+
+    # ------------------------------------------------------------ slow path
+    def _indices(self, indices: Indices) -> List[int]:
+        if indices is None:
+            return list(range(self.num_envs))
+        if isinstance(indices, (int, np.integer)):
+            indices = [indices]
+        out = []
+        for i in indices:
+            if not isinstance(i, (int, np.integer)) or not -self.num_envs <= i < self.num_envs:
+                raise InvalidArgumentError(
+                    f"indices must be env indices in [0, {self.num_envs}), got {i!r}"
+                )
+            out.append(int(i) % self.num_envs)
+        return out
+
+    def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
+        self._guard(what, State.IDLE, State.NEEDS_RESET)
+        ids = self._indices(indices)
+        by_actor: Dict[int, List[int]] = {}
+        for i in ids:
+            by_actor.setdefault(int(self._env_actor[i]), []).append(i)
+        self._check_alive(list(by_actor), f"{what}({name!r})")
+        refs = {}
+        for a, aids in by_actor.items():
+            lo = self._ranges[a][0]
+            local = [i - lo for i in aids]
+            refs[a] = self._resources.actors[a].call.remote(what, name, args, kwargs, local)
+        self._wait_all(refs, f"{what}({name!r})")
+        out: Dict[int, Tuple[str, Any]] = {}
+        failed = {}
+        for a, ref in refs.items():
+            try:
+                out[a] = ray.get(ref)
+            except ray_exc.RayTaskError as exc:
+                out[a] = ("error", _error_payload(exc))
+            except ray_exc.RayError as exc:
+                failed[a] = exc
+        if failed:
+            # A restarted actor has fresh envs: the caller must reset.
+            err = self._died(list(failed), f"{what}({name!r})", next(iter(failed.values())))
+            for a, exc in failed.items():
+                if self.max_restarts != 0 and not isinstance(exc, ray_exc.ActorDiedError):
+                    self._dead.pop(a, None)  # Ray brings it back: reset() resets its envs
+            raise err
+        errs = [a for a in sorted(out) if out[a][0] == "error"]
+        if errs:
+            raise self._translate(errs[0], out[errs[0]][1], f"{what}({name!r})")
+        results: Dict[int, Any] = {}
+        for a, aids in by_actor.items():
+            for i, value in zip(aids, out[a][1]):
+                results[i] = value
+        return [results[i] for i in ids]
+
+    def env_method(
+        self, method_name: str, *method_args, indices: Indices = None, **method_kwargs
+    ) -> List[Any]:
+        """Call ``method_name(*method_args, **method_kwargs)`` on each env in
+        ``indices`` (default all; through wrappers) and return the results in
+        that order. Raises WorkerError if a call raises."""
+        return self._call("env_method", method_name, method_args, method_kwargs, indices)
+
+    def get_attr(self, attr_name: str, indices: Indices = None) -> List[Any]:
+        """Attribute ``attr_name`` of each env in ``indices`` (through wrappers)."""
+        return self._call("get_attr", attr_name, (), {}, indices)
+
+    def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
+        """Set ``attr_name`` to ``value`` on each env in ``indices``."""
+        self._call("set_attr", attr_name, (value,), {}, indices)
+
+    def env_is_wrapped(self, wrapper_class, indices: Indices = None) -> List[bool]:
+        """Whether each env in ``indices`` is wrapped in ``wrapper_class``."""
+        return self._call("is_wrapped", "", (wrapper_class,), {}, indices)
+
+    def get_images(self) -> List[np.ndarray]:
+        """One frame per env from ``env.render()`` (envs made with
+        ``render_mode="rgb_array"``), in env order."""
+        self._guard("render", State.IDLE, State.NEEDS_RESET)
+        per_actor = self._call_all("render")
+        return [img for imgs in per_actor for img in imgs]
+
+    def _call_all(self, what: str) -> List[Any]:
+        """``call(what)`` on every actor (each over all its envs), in actor order."""
+        n = len(self._ranges)
+        self._check_alive(range(n), what)
+        refs = {
+            a: self._resources.actors[a].call.remote(what, what, (), {}, None) for a in range(n)
+        }
+        self._wait_all(refs, what)
+        out = []
+        for a, ref in refs.items():
+            try:
+                tag, value = ray.get(ref)
+            except ray_exc.RayTaskError as exc:
+                tag, value = "error", _error_payload(exc)
+            except ray_exc.RayError as exc:
+                raise self._died([a], what, exc) from None
+            if tag == "error":
+                raise self._translate(a, value, what)
+            out.append(value)
+        return out
+
+    # ------------------------------------------------------------ state, close
+    def _guard(self, method: str, *allowed: State) -> None:
+        state = self._state
+        if state in allowed:
+            return
+        if state is State.CLOSED:
+            raise ClosedError(f"{method}() called after close(); create a new vec env")
+        hints = {
+            State.NEEDS_RESET: "call reset() first",
+            State.STEP_PENDING: "a step_async() is pending: call step_wait() first",
+            State.RUNNING: "envs are in flight from send(): call recv() until none is, or reset()",
+            State.IDLE: "no step_async() is pending: call step_async(actions) first",
+        }
+        raise StateError(f"{method}() is not allowed while {state.value}: {hints[state]}")
+
+    @property
+    def closed(self) -> bool:
+        return self._state is State.CLOSED and not self._finalizer.alive
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close every actor's local vec env, kill the actors and remove the
+        placement group. Idempotent; never waits more than about ``timeout``
+        seconds for the actors."""
+        if not self._finalizer.alive:
+            self._state = State.CLOSED
+            return
+        self._state = State.CLOSED
+        self._finalizer.detach()
+        self._pending.clear()
+        self._resources.shutdown(timeout=timeout)
+
+    def __del__(self):  # the finalizer does the work
+        pass
+
+    def __repr__(self) -> str:
+        return (
+            f"RayVecEnv(num_envs={getattr(self, 'num_envs', '?')}, num_actors="
+            f"{len(getattr(self, '_ranges', ()))}, batch_size={getattr(self, 'batch_size', '?')}, "
+            f"state={self._state.value})"
+        )
