@@ -22,7 +22,8 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-from reference import assert_tree_equal, rollout_loop
+from reference import assert_tree_equal
+from test_shmem_vec_env import _compare_rollout
 
 import vecenv
 from vecenv.envs import CounterEnv
@@ -197,27 +198,6 @@ def _random_actions(space, num_envs, steps, seed=0):
     return [rng.integers(0, space.n, num_envs) for _ in range(steps)]
 
 
-def _compare_with_loop(venv, env_fns, actions, seed):
-    first, steps = rollout_loop(env_fns, actions, seed)
-    venv.seed(seed)
-    assert_tree_equal(venv.reset(), first)
-    ends = 0
-    for acts, (obs, rews, dones, terminal) in zip(actions, steps):
-        v_obs, v_rews, v_dones, v_infos = venv.step(acts)
-        assert_tree_equal(v_obs, obs)
-        np.testing.assert_array_equal(v_rews, rews)
-        assert v_rews.dtype == np.float64
-        np.testing.assert_array_equal(v_dones, dones)
-        for i, info in enumerate(v_infos):
-            if i in terminal:
-                ends += 1
-                assert_tree_equal(info["terminal_observation"], terminal[i][0])
-                assert info["TimeLimit.truncated"] == terminal[i][1]
-            else:
-                assert "terminal_observation" not in info
-    return ends
-
-
 def _compare_with_shmem(venv, env_fns, actions, seed):
     with vecenv.ShmemVecEnv(env_fns, num_workers=1) as ref:
         ref.seed(seed)
@@ -284,7 +264,7 @@ class TestOneNode:
             assert venv.num_envs == 4 and len(venv.actor_info) == 2
             assert [info["envs"] for info in venv.actor_info] == [(0, 2), (2, 4)]
             assert all(info["node_ip"] == "127.0.0.1" for info in venv.actor_info)
-            assert _compare_with_loop(venv, fns, actions, seed=7) > 0
+            assert _compare_rollout(venv, fns, actions, seed=7) > 0
             _compare_with_shmem(venv, fns, actions[:15], seed=11)
 
     def test_dict_tuple_obs_api_and_state_guards(self):

@@ -50,7 +50,6 @@ from vecenv import errors as _errors
 from vecenv._layout import flatten_space, make_action_writer, make_flattener, make_unflattener
 from vecenv.base import Indices, VecEnv
 from vecenv.errors import (
-    ClosedError,
     InvalidArgumentError,
     RemoteTraceback,
     SpaceError,
@@ -409,7 +408,7 @@ class RayVecEnv(VecEnv):
         self._env_actor = np.repeat(np.arange(n_act), [hi - lo for lo, hi in self._ranges])
         self._dead: Dict[int, str] = {}  # actor -> why, for actors that cannot come back
         self._pending: Dict[int, Tuple[str, Any]] = {}  # actor -> (kind, ObjectRef)
-        self._seed: Optional[int] = None
+        self._seeds: List[Optional[int]] = [None] * num_envs
         self._options: Dict[int, Any] = {}
         self.reset_infos: List[Dict[str, Any]] = [{} for _ in range(num_envs)]
         try:
@@ -633,10 +632,9 @@ class RayVecEnv(VecEnv):
                 env_indices=env_ids,
             )
 
-    def _get(self, refs: Dict[int, Any], what: str) -> Dict[int, Tuple[str, Any]]:
-        """Results ``(tag, value)`` of ready refs. An actor that failed is
-        reset after Ray restarted it (when max_restarts allows) and answers
-        ``("restarted", reset_result)``; otherwise raise WorkerDiedError."""
+    @staticmethod
+    def _fetch(refs: Dict[int, Any]):
+        """``ray.get`` each ready ref: ``({actor: (tag, value)}, {actor: Ray error})``."""
         out: Dict[int, Tuple[str, Any]] = {}
         failed: Dict[int, BaseException] = {}
         for a, ref in refs.items():
@@ -646,6 +644,13 @@ class RayVecEnv(VecEnv):
                 out[a] = ("error", _error_payload(exc))
             except ray_exc.RayError as exc:  # actor, worker or node failure
                 failed[a] = exc
+        return out, failed
+
+    def _get(self, refs: Dict[int, Any], what: str) -> Dict[int, Tuple[str, Any]]:
+        """Results ``(tag, value)`` of ready refs. An actor that failed is
+        reset after Ray restarted it (when max_restarts allows) and answers
+        ``("restarted", reset_result)``; otherwise raise WorkerDiedError."""
+        out, failed = self._fetch(refs)
         dead: Dict[int, BaseException] = {}
         for a, exc in failed.items():
             if self.max_restarts == 0 or isinstance(exc, ray_exc.ActorDiedError):
@@ -755,32 +760,9 @@ class RayVecEnv(VecEnv):
         }
 
     # ------------------------------------------------------------ the seed's API
-    def seed(self, seed: Optional[int] = None) -> List[Optional[int]]:
-        """Seed env ``i`` with ``seed + i`` at the next :meth:`reset` (as SB3 does).
-
-        Returns the list of seeds, one per env (all None for ``seed=None``).
-        """
-        if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)):
-            raise InvalidArgumentError(f"seed must be an int or None, got {seed!r}")
-        self._seed = None if seed is None else int(seed)
-        return [None if seed is None else int(seed) + i for i in range(self.num_envs)]
-
-    def set_options(
-        self, options: Union[Dict[str, Any], Sequence[Optional[Dict[str, Any]]], None] = None
-    ) -> None:
-        """Options passed to each env's ``reset`` at the next :meth:`reset`
-        (one dict for all envs, or one per env)."""
-        if options is None:
-            self._options = {}
-        elif isinstance(options, dict):
-            self._options = dict.fromkeys(range(self.num_envs), options)
-        else:
-            options = list(options)
-            if len(options) != self.num_envs:
-                raise InvalidArgumentError(
-                    f"options has {len(options)} entries, expected num_envs={self.num_envs}"
-                )
-            self._options = {i: o for i, o in enumerate(options) if o is not None}
+    # Same bookkeeping as ShmemVecEnv (self._seeds, self._options, sent at reset).
+    seed = ShmemVecEnv.seed
+    set_options = ShmemVecEnv.set_options
 
     def _drain(self) -> None:
         """Wait for the tasks in flight and drop their results (before a reset)."""
@@ -813,12 +795,11 @@ class RayVecEnv(VecEnv):
             self._drain()
         refs = {}
         for a, (lo, hi) in enumerate(self._ranges):
-            seed = None if self._seed is None else self._seed + lo
-            opts = None
-            if self._options:
-                opts = [self._options.get(i) for i in range(lo, hi)]
-            refs[a] = self._resources.actors[a].reset.remote(seed, opts)
-        self._seed = None
+            # Env i is seeded seeds[i] = seed + i: the actor seeds its local
+            # env j with seeds[lo] + j, the same number.
+            opts = [self._options.get(i) for i in range(lo, hi)] if self._options else None
+            refs[a] = self._resources.actors[a].reset.remote(self._seeds[lo], opts)
+        self._seeds = [None] * self.num_envs
         self._options = {}
         if self.batch_size < self.num_envs:
             self._pending = {a: ("reset", ref) for a, ref in refs.items()}
@@ -1025,19 +1006,7 @@ class RayVecEnv(VecEnv):
         return obs, rew, term | trunc, infos, ids
 
     # ------------------------------------------------------------ slow path
-    def _indices(self, indices: Indices) -> List[int]:
-        if indices is None:
-            return list(range(self.num_envs))
-        if isinstance(indices, (int, np.integer)):
-            indices = [indices]
-        out = []
-        for i in indices:
-            if not isinstance(i, (int, np.integer)) or not -self.num_envs <= i < self.num_envs:
-                raise InvalidArgumentError(
-                    f"indices must be env indices in [0, {self.num_envs}), got {i!r}"
-                )
-            out.append(int(i) % self.num_envs)
-        return out
+    _indices = ShmemVecEnv._indices
 
     def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
         self._guard(what, State.IDLE, State.NEEDS_RESET)
@@ -1052,15 +1021,7 @@ class RayVecEnv(VecEnv):
             local = [i - lo for i in aids]
             refs[a] = self._resources.actors[a].call.remote(what, name, args, kwargs, local)
         self._wait_all(refs, f"{what}({name!r})")
-        out: Dict[int, Tuple[str, Any]] = {}
-        failed = {}
-        for a, ref in refs.items():
-            try:
-                out[a] = ray.get(ref)
-            except ray_exc.RayTaskError as exc:
-                out[a] = ("error", _error_payload(exc))
-            except ray_exc.RayError as exc:
-                failed[a] = exc
+        out, failed = self._fetch(refs)
         if failed:
             # A restarted actor has fresh envs: the caller must reset.
             err = self._died(list(failed), f"{what}({name!r})", next(iter(failed.values())))
@@ -1077,68 +1038,15 @@ class RayVecEnv(VecEnv):
                 results[i] = value
         return [results[i] for i in ids]
 
-    def env_method(
-        self, method_name: str, *method_args, indices: Indices = None, **method_kwargs
-    ) -> List[Any]:
-        """Call ``method_name(*method_args, **method_kwargs)`` on each env in
-        ``indices`` (default all; through wrappers) and return the results in
-        that order. Raises WorkerError if a call raises."""
-        return self._call("env_method", method_name, method_args, method_kwargs, indices)
-
-    def get_attr(self, attr_name: str, indices: Indices = None) -> List[Any]:
-        """Attribute ``attr_name`` of each env in ``indices`` (through wrappers)."""
-        return self._call("get_attr", attr_name, (), {}, indices)
-
-    def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
-        """Set ``attr_name`` to ``value`` on each env in ``indices``."""
-        self._call("set_attr", attr_name, (value,), {}, indices)
-
-    def env_is_wrapped(self, wrapper_class, indices: Indices = None) -> List[bool]:
-        """Whether each env in ``indices`` is wrapped in ``wrapper_class``."""
-        return self._call("is_wrapped", "", (wrapper_class,), {}, indices)
-
-    def get_images(self) -> List[np.ndarray]:
-        """One frame per env from ``env.render()`` (envs made with
-        ``render_mode="rgb_array"``), in env order."""
-        self._guard("render", State.IDLE, State.NEEDS_RESET)
-        per_actor = self._call_all("render")
-        return [img for imgs in per_actor for img in imgs]
-
-    def _call_all(self, what: str) -> List[Any]:
-        """``call(what)`` on every actor (each over all its envs), in actor order."""
-        n = len(self._ranges)
-        self._check_alive(range(n), what)
-        refs = {
-            a: self._resources.actors[a].call.remote(what, what, (), {}, None) for a in range(n)
-        }
-        self._wait_all(refs, what)
-        out = []
-        for a, ref in refs.items():
-            try:
-                tag, value = ray.get(ref)
-            except ray_exc.RayTaskError as exc:
-                tag, value = "error", _error_payload(exc)
-            except ray_exc.RayError as exc:
-                raise self._died([a], what, exc) from None
-            if tag == "error":
-                raise self._translate(a, value, what)
-            out.append(value)
-        return out
+    # The same verbs as ShmemVecEnv, on top of _call.
+    env_method = ShmemVecEnv.env_method
+    get_attr = ShmemVecEnv.get_attr
+    set_attr = ShmemVecEnv.set_attr
+    env_is_wrapped = ShmemVecEnv.env_is_wrapped
+    get_images = ShmemVecEnv.get_images
 
     # ------------------------------------------------------------ state, close
-    def _guard(self, method: str, *allowed: State) -> None:
-        state = self._state
-        if state in allowed:
-            return
-        if state is State.CLOSED:
-            raise ClosedError(f"{method}() called after close(); create a new vec env")
-        hints = {
-            State.NEEDS_RESET: "call reset() first",
-            State.STEP_PENDING: "a step_async() is pending: call step_wait() first",
-            State.RUNNING: "envs are in flight from send(): call recv() until none is, or reset()",
-            State.IDLE: "no step_async() is pending: call step_async(actions) first",
-        }
-        raise StateError(f"{method}() is not allowed while {state.value}: {hints[state]}")
+    _guard = ShmemVecEnv._guard
 
     @property
     def closed(self) -> bool:
