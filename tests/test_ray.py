@@ -7,13 +7,9 @@ itself anywhere else. The tests without Ray (import behaviour, argument
 checks before any cluster exists) run everywhere.
 """
 
-import array
-import fcntl
 import functools
 import os
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -67,34 +63,16 @@ def test_refuses_to_start_without_a_running_ray():
 
 
 # ---------------------------------------------------------------- the namespace
-def _loopback_only() -> bool:
-    """True inside a network namespace whose only interface is loopback."""
-    try:
-        return [name for _, name in socket.if_nameindex()] == ["lo"]
-    except OSError:
-        return False
-
-
-def _loopback_up() -> None:
-    """Bring ``lo`` up (a fresh namespace has it down); needs CAP_NET_ADMIN
-    there, which ``unshare -n`` as root gives."""
-    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        ifreq = array.array("B", struct.pack("16sH14x", b"lo", 0))
-        fcntl.ioctl(s, siocgifflags, ifreq)
-        flags = struct.unpack("16sH14x", ifreq.tobytes())[1]
-        if not flags & iff_up:
-            fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
-
-
 @pytest.fixture(scope="module")
 def loopback_namespace():
-    if not _loopback_only():
+    pytest.importorskip("ray")
+    from vecenv.ray import _loopback_namespace
+
+    if not _loopback_namespace():
         pytest.skip(
             "Ray tests run only in a loopback-only network namespace: "
             "unshare -n python -P -m pytest -m ray tests/test_ray.py (as root)"
         )
-    _loopback_up()
 
 
 def _ray_children():

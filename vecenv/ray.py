@@ -193,6 +193,33 @@ class _EnvActor:
 _RemoteEnvActor = ray.remote(_EnvActor)
 
 
+# ---------------------------------------------------------------- loopback only
+def _loopback_namespace() -> bool:
+    """For tests and benchmarks: True when this process is in a network
+    namespace whose only interface is ``lo`` (``unshare -n``), after bringing
+    ``lo`` up (a fresh namespace has it down; needs CAP_NET_ADMIN there).
+
+    Ray binds to the machine's network address; in such a namespace it can
+    only use 127.0.0.1. False (and nothing touched) anywhere else.
+    """
+    import fcntl
+    import socket
+    import struct
+
+    try:
+        if [name for _, name in socket.if_nameindex()] != ["lo"]:
+            return False
+        get_flags, set_flags, up = 0x8913, 0x8914, 0x1  # SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            ifreq = fcntl.ioctl(s, get_flags, struct.pack("16sH22x", b"lo", 0))
+            flags = struct.unpack("16sH22x", ifreq)[1]
+            if not flags & up:
+                fcntl.ioctl(s, set_flags, struct.pack("16sH22x", b"lo", flags | up))
+    except OSError:
+        return False
+    return True
+
+
 # ---------------------------------------------------------------- parent side
 class _Resources:
     """The actors and placement group to release; apart from the RayVecEnv so
@@ -614,13 +641,26 @@ class RayVecEnv(VecEnv):
             )
 
     # ------------------------------------------------------------ plumbing
-    def _wait_all(self, refs: Dict[int, Any], what: str) -> None:
-        """Wait until every ref in ``refs`` is ready, or raise VecEnvTimeoutError."""
+    def _fetch(self, refs: Dict[int, Any], what: str):
+        """Wait for every ref (at most ``timeout`` seconds) and get its result:
+        ``({actor: (tag, value)}, {actor: Ray error})``.
+
+        Raises VecEnvTimeoutError (naming the late envs) when the deadline passes.
+        """
         if not refs:
-            return
+            return {}, {}
         lst = list(refs.values())
-        _, late = ray.wait(lst, num_returns=len(lst), timeout=self.timeout, fetch_local=False)
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        try:  # the common case: one call for all actors
+            return dict(zip(refs, ray.get(lst, timeout=self.timeout))), {}
+        except ray_exc.GetTimeoutError:
+            late = lst
+        except ray_exc.RayError:
+            # An actor failed: wait for the others, then sort them out one by one.
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            _, late = ray.wait(lst, num_returns=len(lst), timeout=left, fetch_local=False)
         if late:
+            _, late = ray.wait(lst, num_returns=len(lst), timeout=0, fetch_local=False)
             late_set = set(late)
             late_actors = [a for a, r in refs.items() if r in late_set]
             env_ids = [i for a in late_actors for i in range(*self._ranges[a])]
@@ -631,10 +671,6 @@ class RayVecEnv(VecEnv):
                 f"timeout={self.timeout} s",
                 env_indices=env_ids,
             )
-
-    @staticmethod
-    def _fetch(refs: Dict[int, Any]):
-        """``ray.get`` each ready ref: ``({actor: (tag, value)}, {actor: Ray error})``."""
         out: Dict[int, Tuple[str, Any]] = {}
         failed: Dict[int, BaseException] = {}
         for a, ref in refs.items():
@@ -650,7 +686,7 @@ class RayVecEnv(VecEnv):
         """Results ``(tag, value)`` of ready refs. An actor that failed is
         reset after Ray restarted it (when max_restarts allows) and answers
         ``("restarted", reset_result)``; otherwise raise WorkerDiedError."""
-        out, failed = self._fetch(refs)
+        out, failed = self._fetch(refs, what)
         dead: Dict[int, BaseException] = {}
         for a, exc in failed.items():
             if self.max_restarts == 0 or isinstance(exc, ray_exc.ActorDiedError):
@@ -769,7 +805,6 @@ class RayVecEnv(VecEnv):
         refs = {a: ref for a, (_, ref) in self._pending.items()}
         self._pending.clear()
         if refs:
-            self._wait_all(refs, "a step (draining before reset)")
             self._get(refs, "a step (draining before reset)")
 
     def reset(self):
@@ -806,7 +841,6 @@ class RayVecEnv(VecEnv):
             self._state = State.RUNNING
             return None
         self._state = State.NEEDS_RESET  # until every actor answered
-        self._wait_all(refs, "reset")
         results = self._tagged(self._get(refs, "reset"), "reset")
         self._raise_env_errors(results, "resetting")
         obs, _, _, _, infos = self._assemble(range(len(self._ranges)), results)
@@ -854,7 +888,6 @@ class RayVecEnv(VecEnv):
 
     def _step_results(self):
         refs = {a: ref for a, (_, ref) in self._pending.items()}
-        self._wait_all(refs, "step")
         self._pending.clear()
         self._state = State.NEEDS_RESET  # until the results are in
         results = self._tagged(self._get(refs, "step"), "step")
@@ -1020,8 +1053,7 @@ class RayVecEnv(VecEnv):
             lo = self._ranges[a][0]
             local = [i - lo for i in aids]
             refs[a] = self._resources.actors[a].call.remote(what, name, args, kwargs, local)
-        self._wait_all(refs, f"{what}({name!r})")
-        out, failed = self._fetch(refs)
+        out, failed = self._fetch(refs, f"{what}({name!r})")
         if failed:
             # A restarted actor has fresh envs: the caller must reset.
             err = self._died(list(failed), f"{what}({name!r})", next(iter(failed.values())))
