@@ -532,11 +532,32 @@ class RayVecEnv(VecEnv):
         bundle.update({k: float(v) for k, v in (o.get("resources") or {}).items()})
         return {k: v for k, v in bundle.items() if v > 0}
 
+    @staticmethod
+    def _check_fits(bundles: List[Dict[str, float]], strategy: str) -> None:
+        """Refuse a placement group the cluster, as it is now, can never hold
+        (rather than wait start_timeout for it)."""
+        total = ray.cluster_resources()
+        for key in sorted({k for b in bundles for k in b}):
+            need = sum(b.get(key, 0.0) for b in bundles)
+            if need > total.get(key, 0.0) + 1e-9:
+                raise InvalidArgumentError(
+                    f"the actors need {need:g} {key} in all (actor_options) but the cluster has "
+                    f"{total.get(key, 0.0):g}: use fewer actors or fewer resources per actor, or "
+                    "pass placement_strategy=None to let Ray queue the actors (autoscaling)"
+                )
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        if strategy == "STRICT_SPREAD" and len(bundles) > nodes:
+            raise InvalidArgumentError(
+                f"placement_strategy='STRICT_SPREAD' puts each of the {len(bundles)} actors on "
+                f"its own node but the cluster has {nodes} alive: use 'SPREAD' or fewer actors"
+            )
+
     def _start(self, env_fns, opts, vec_kwargs, autoreset_mode, placement_strategy, start_timeout):
         res = self._resources
         deadline = time.monotonic() + start_timeout
         if placement_strategy is not None:
             bundles = [self._bundle(o) for o in opts]
+            self._check_fits(bundles, placement_strategy)
             res.pg = placement_group(bundles, strategy=placement_strategy)
             ready, _ = ray.wait([res.pg.ready()], timeout=start_timeout)
             if not ready:
@@ -836,6 +857,7 @@ class RayVecEnv(VecEnv):
             refs[a] = self._resources.actors[a].reset.remote(self._seeds[lo], opts)
         self._seeds = [None] * self.num_envs
         self._options = {}
+        self._pending.clear()
         if self.batch_size < self.num_envs:
             self._pending = {a: ("reset", ref) for a, ref in refs.items()}
             self._state = State.RUNNING
