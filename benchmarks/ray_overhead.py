@@ -144,6 +144,7 @@ def main(argv=None):
         "machine": _machine(),
         "versions": _versions(),
         "cluster": "2 simulated nodes (ray.cluster_utils.Cluster) on 127.0.0.1",
+        "ray_env": {k: v for k, v in os.environ.items() if k.startswith("RAY_")},
         "num_envs": args.num_envs,
         "steps_per_round": args.steps,
         "rounds": args.rounds,
