@@ -338,6 +338,33 @@ class TestOneNode:
             if "_EnvActor" in " ".join(p.cmdline()) and p.pid not in before
         ]
 
+    def test_step_timeout_names_the_late_envs(self):
+        from vecenv.ray import RayVecEnv
+
+        fns = [
+            functools.partial(SlowEnv, env_id=i, delay_s=3.0 if i == 0 else 0.0) for i in range(2)
+        ]
+        with RayVecEnv(fns, num_actors=2, timeout=0.5) as venv:
+            venv.reset()
+            t0 = time.monotonic()
+            with pytest.raises(vecenv.VecEnvTimeoutError) as info:
+                venv.step(np.zeros(2, np.int64))
+            assert time.monotonic() - t0 < 2.5
+            assert info.value.env_indices == (0,)
+            with pytest.raises(vecenv.StateError, match="reset"):
+                venv.step_async(np.zeros(2, np.int64))
+
+    def test_garbage_collection_without_close_kills_the_actors(self):
+        import gc
+
+        from vecenv.ray import RayVecEnv
+
+        venv = RayVecEnv([cartpole] * 2, num_actors=2)
+        pids = [p for info in venv.actor_info for p in (info["pid"], *info["worker_pids"])]
+        del venv
+        gc.collect()
+        assert _gone(pids)
+
     def test_env_errors_name_the_global_env(self):
         from vecenv.ray import RayVecEnv
 
