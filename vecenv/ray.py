@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -117,6 +118,9 @@ class _EnvActor:
             return ("error", self._error)
         venv = self._venv
         ctx = ray.get_runtime_context()
+        with warnings.catch_warnings():  # Ray's own use of a deprecated property
+            warnings.simplefilter("ignore", DeprecationWarning)
+            restarted = bool(ctx.was_current_actor_reconstructed)
         return (
             "ok",
             {
@@ -128,7 +132,7 @@ class _EnvActor:
                 "observation_space": venv.observation_space,
                 "action_space": venv.action_space,
                 "metadata": getattr(venv, "metadata", {}),
-                "restarted": ctx.was_current_actor_reconstructed,
+                "restarted": restarted,
             },
         )
 
