@@ -324,6 +324,7 @@ class TestOneNode:
             (dict(vec_kwargs={"batch_size": 1}), "vec_kwargs"),
             (dict(max_restarts=-2), "max_restarts"),
             (dict(timeout=-1), "timeout"),
+            (dict(autoreset_mode="sometimes"), "autoreset_mode"),
             (dict(actor_options={"num_cpus": 2}, num_actors=2), "need 4 CPU"),
             (dict(num_actors=2, placement_strategy="STRICT_SPREAD"), "STRICT_SPREAD"),
         ]

@@ -49,6 +49,7 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
 
 from vecenv import errors as _errors
 from vecenv._layout import flatten_space, make_action_writer, make_flattener, make_unflattener
+from vecenv._worker import AUTORESET_MODES
 from vecenv.base import Indices, VecEnv
 from vecenv.errors import (
     InvalidArgumentError,
@@ -298,7 +299,7 @@ class RayVecEnv(VecEnv):
         The spaces every env must have; checked against the envs' own.
     num_actors, envs_per_actor : int, optional
         Actor layout (give one or neither): actor ``a`` gets a contiguous range
-        of envs. Default: one actor per alive node of the cluster.
+        of envs. Default: one actor per alive node that has CPUs.
     actor_options : dict or sequence of dicts, optional
         Ray actor options (``num_cpus``, ``num_gpus``, ``memory``,
         ``resources``, ``runtime_env``, ``scheduling_strategy``, ...) for every
@@ -317,8 +318,8 @@ class RayVecEnv(VecEnv):
         of envs: ``recv`` returns whole actors.
     max_restarts : int
         0 (default): a dead actor or node raises
-        :class:`~vecenv.errors.WorkerDiedError`. ``n > 0``: Ray restarts a dead
-        actor up to ``n`` times (Ray's ``max_restarts``); the step that lost
+        :class:`~vecenv.errors.WorkerDiedError`. ``n > 0`` (-1: no limit): Ray
+        restarts a dead actor up to ``n`` times (Ray's ``max_restarts``); the step that lost
         it returns, for its envs, freshly reset observations with reward 0,
         ``terminated`` False, ``truncated`` True (done) and
         ``infos[i]["actor_restarted"] = True`` (there is no terminal
@@ -381,7 +382,14 @@ class RayVecEnv(VecEnv):
                 "cluster's address first (RayVecEnv never starts or joins a cluster)"
             )
         if num_actors is None and envs_per_actor is None:
-            num_actors = max(1, sum(1 for n in ray.nodes() if n.get("Alive")))
+            num_actors = max(
+                1,
+                sum(
+                    1
+                    for n in ray.nodes()
+                    if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0
+                ),
+            )
         self._ranges = self._plan(num_envs, num_actors, envs_per_actor)
         n_act = len(self._ranges)
         sizes = {hi - lo for lo, hi in self._ranges}
@@ -413,6 +421,10 @@ class RayVecEnv(VecEnv):
             raise InvalidArgumentError(
                 f"placement_strategy must be one of {_PLACEMENT_STRATEGIES} or None, "
                 f"got {placement_strategy!r}"
+            )
+        if autoreset_mode not in AUTORESET_MODES:
+            raise InvalidArgumentError(
+                f"autoreset_mode must be one of {AUTORESET_MODES}, got {autoreset_mode!r}"
             )
         _check_seconds("timeout", timeout)
         _check_seconds("start_timeout", start_timeout, allow_none=False)
