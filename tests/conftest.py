@@ -3,6 +3,7 @@ shared-memory segment behind."""
 
 import os
 import pathlib
+import re
 
 import psutil
 import pytest
@@ -61,6 +62,7 @@ def no_leaks(request):
 # as Ray pleases; the Ray fixtures check that none outlives ray.shutdown().
 # Actor processes ("ray::_EnvActor...") and their vec-env workers still count.
 _RAY_NODE_PROCS = ("ray::IDLE", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
+_RAY_PACKAGE = re.compile(r"[/\\](site|dist)-packages[/\\]ray[/\\]")
 
 
 def _is_ours(p, ray_test=False):
@@ -70,7 +72,7 @@ def _is_ours(p, ray_test=False):
         cmd = " ".join(p.cmdline())
     except psutil.Error:
         return False
-    if ray_test and (cmd.startswith(_RAY_NODE_PROCS) or "/ray/" in cmd):
+    if ray_test and (cmd.startswith(_RAY_NODE_PROCS) or _RAY_PACKAGE.search(cmd)):
         return False
     return "forkserver" not in cmd and "resource_tracker" not in cmd
 
