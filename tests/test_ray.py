@@ -176,12 +176,19 @@ def _random_actions(space, num_envs, steps, seed=0):
     return [rng.integers(0, space.n, num_envs) for _ in range(steps)]
 
 
-def _compare_with_shmem(venv, env_fns, actions, seed):
+def _compare_with_shmem(venv, env_fns, actions, seed, subset_reset_at=None):
+    """Step ``venv`` and a ShmemVecEnv of the same envs side by side; with
+    ``subset_reset_at=(t, env_ids)`` both reset ``env_ids`` before step t."""
     with vecenv.ShmemVecEnv(env_fns, num_workers=1) as ref:
-        ref.seed(seed)
-        venv.seed(seed)
+        assert venv.seed(seed) == ref.seed(seed)
         assert_tree_equal(venv.reset(), ref.reset())
-        for acts in actions:
+        assert venv.reset_infos == ref.reset_infos
+        for t, acts in enumerate(actions):
+            if subset_reset_at is not None and t == subset_reset_at[0]:
+                for v in (venv, ref):
+                    v.reset_async(subset_reset_at[1])
+                assert_tree_equal(venv.reset_wait(), ref.reset_wait())
+                assert venv.reset_infos == ref.reset_infos
             got, want = venv.step(acts), ref.step(acts)
             assert_tree_equal(got[0], want[0])
             np.testing.assert_array_equal(got[1], want[1])
@@ -191,6 +198,7 @@ def _compare_with_shmem(venv, env_fns, actions, seed):
                 assert set(g) == set(w)
                 if "terminal_observation" in w:
                     assert_tree_equal(g["terminal_observation"], w["terminal_observation"])
+            assert venv.reset_infos == ref.reset_infos  # autoreset infos (sb3 mode)
 
 
 class FailingEnv(CounterEnv):
@@ -352,8 +360,12 @@ class TestOneNode:
                 venv.step(np.zeros(2, np.int64))
             assert time.monotonic() - t0 < 2.5
             assert info.value.env_indices == (0,)
-            with pytest.raises(vecenv.StateError, match="reset"):
+            # The step stays pending: waiting again (longer) collects it.
+            with pytest.raises(vecenv.StateError, match="step_wait"):
                 venv.step_async(np.zeros(2, np.int64))
+            venv.timeout = None
+            obs, *_ = venv.step_wait()
+            np.testing.assert_array_equal(obs["count"], [1, 1])
 
     def test_garbage_collection_without_close_kills_the_actors(self):
         import gc
@@ -461,6 +473,16 @@ class TestTwoNodes:
             nodes = {info["node_id"] for info in venv.actor_info}
             assert len(venv.actor_info) == 2 and len(nodes) == 2
             _compare_with_shmem(venv, fns, actions, seed=5)
+
+    def test_counter_per_env_seeds_and_subset_reset_like_shmem(self, two_nodes):
+        from vecenv.ray import RayVecEnv
+
+        fns = _counter_fns(5)
+        actions = _random_actions(gym.spaces.Discrete(3), 5, 12, seed=2)
+        with RayVecEnv(fns, num_actors=2, placement_strategy="STRICT_SPREAD") as venv:
+            assert len({info["node_id"] for info in venv.actor_info}) == 2
+            _compare_with_shmem(venv, fns, actions, seed=[3, None, 12, 0, 5])
+            _compare_with_shmem(venv, fns, actions, seed=4, subset_reset_at=(5, [1, 4]))
 
     def test_dict_obs_cross_node_partial_batches(self, two_nodes):
         from vecenv.ray import RayVecEnv

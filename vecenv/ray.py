@@ -137,21 +137,23 @@ class _EnvActor:
             },
         )
 
-    def _do_reset(self, seed: Optional[int], options):
+    def _do_reset(self, seeds, options, local_ids=None):
         venv = self._venv
-        if seed is not None:
-            venv.seed(seed)
+        if seeds is not None:
+            venv.seed(seeds)
         if options is not None:
             venv.set_options(options)
-        obs = venv.reset()
-        self._fresh = False
+        venv.reset_async(local_ids)
+        obs = venv.reset_wait()  # all rows: envs not reset keep their observation
+        if local_ids is None:
+            self._fresh = False
         return self._flatten(obs), venv.reset_infos
 
-    def reset(self, seed: Optional[int] = None, options=None):
+    def reset(self, seeds=None, options=None, local_ids=None):
         if self._error is not None:
             return ("error", self._error)
         try:
-            return ("ok", self._do_reset(seed, options))
+            return ("ok", self._do_reset(seeds, options, local_ids))
         except Exception as exc:
             return ("error", _error_payload(exc))
 
@@ -165,7 +167,10 @@ class _EnvActor:
             venv.step_async(self._unflatten_actions(action_leaves))
             obs, rew, term, trunc, infos = venv.step_wait_gym()
             sparse = {i: info for i, info in enumerate(infos) if info}
-            return ("ok", (self._flatten(obs), rew, term, trunc, sparse))
+            resets = {}
+            if venv.autoreset_mode == "sb3":  # reset in this step: the info of that reset
+                resets = {int(i): venv.reset_infos[i] for i in np.flatnonzero(term | trunc)}
+            return ("ok", (self._flatten(obs), rew, term, trunc, sparse, resets))
         except Exception as exc:
             return ("error", _error_payload(exc))
 
@@ -453,6 +458,8 @@ class RayVecEnv(VecEnv):
         self._pending: Dict[int, Tuple[str, Any]] = {}  # actor -> (kind, ObjectRef)
         self._seeds: List[Optional[int]] = [None] * num_envs
         self._options: Dict[int, Any] = {}
+        self._reset_refs: Dict[int, Any] = {}  # actor -> ref of a reset_async
+        self._last_leaves: Dict[int, List[np.ndarray]] = {}  # actor -> last observation leaves
         self.reset_infos: List[Dict[str, Any]] = [{} for _ in range(num_envs)]
         try:
             self._start(
@@ -682,7 +689,8 @@ class RayVecEnv(VecEnv):
         """Wait for every ref (at most ``timeout`` seconds) and get its result:
         ``({actor: (tag, value)}, {actor: Ray error})``.
 
-        Raises VecEnvTimeoutError (naming the late envs) when the deadline passes.
+        Raises VecEnvTimeoutError (naming the late envs) when the deadline
+        passes; the refs stay valid, so the caller's call stays pending.
         """
         if not refs:
             return {}, {}
@@ -701,11 +709,10 @@ class RayVecEnv(VecEnv):
             late_set = set(late)
             late_actors = [a for a, r in refs.items() if r in late_set]
             env_ids = [i for a in late_actors for i in range(*self._ranges[a])]
-            self._state = State.NEEDS_RESET
-            self._pending.clear()
+            # The call stays pending: waiting again picks up the same results.
             raise VecEnvTimeoutError(
                 f"envs {env_ids} (Ray actors {late_actors}) did not finish {what} within "
-                f"timeout={self.timeout} s",
+                f"timeout={self.timeout} s; the call stays pending (wait again, or reset())",
                 env_indices=env_ids,
             )
         out: Dict[int, Tuple[str, Any]] = {}
@@ -803,7 +810,9 @@ class RayVecEnv(VecEnv):
             lo, hi = self._ranges[a]
             n = hi - lo
             if tag == "step":
-                leaves, rew, term, trunc, sparse = value
+                leaves, rew, term, trunc, sparse, resets = value
+                for i, info in resets.items():
+                    self.reset_infos[lo + i] = info
                 rews.append(rew)
                 terms.append(term)
                 truncs.append(trunc)
@@ -818,6 +827,7 @@ class RayVecEnv(VecEnv):
                 else:
                     infos.extend(reset_infos)
             leaves_per.append(leaves)
+            self._last_leaves[a] = leaves  # for subset resets, which return every row
         obs = self._unflatten_obs([np.concatenate(parts) for parts in zip(*leaves_per)])
         rew = np.concatenate(rews).astype(np.float64, copy=False)
         term = np.concatenate(terms).astype(bool, copy=False)
@@ -855,32 +865,99 @@ class RayVecEnv(VecEnv):
             ``batch_size < num_envs`` the resets are only started and None is
             returned: collect them with :meth:`recv`.
 
-        Reset infos are kept in ``self.reset_infos`` (a list of dicts).
+        Reset infos are kept in ``self.reset_infos`` (a list of dicts); with
+        ``autoreset_mode="sb3"`` a step that resets env ``i`` replaces
+        ``reset_infos[i]`` with the info of that reset.
 
         Raises
         ------
         WorkerError, WorkerDiedError, VecEnvTimeoutError
         """
-        self._guard("reset", State.NEEDS_RESET, State.IDLE, State.RUNNING)
-        self._check_alive(range(len(self._ranges)), "reset()")
+        self.reset_async()
+        if self.batch_size < self.num_envs:
+            return None
+        return self.reset_wait()
+
+    def reset_async(self, env_ids=None) -> None:
+        """:meth:`ShmemVecEnv.reset_async <vecenv.ShmemVecEnv.reset_async>` over
+        the actors: each actor hosting some of ``env_ids`` (default: all envs)
+        gets one reset task, all submitted before any is waited for. Envs not in
+        ``env_ids`` keep their state; subsets need ``batch_size == num_envs``
+        and every env reset once before.
+
+        Raises StateError (a step or reset pending, or a subset where not
+        allowed), InvalidArgumentError (bad ``env_ids``) or WorkerDiedError (an
+        actor died earlier and cannot come back).
+        """
+        self._guard("reset_async", State.NEEDS_RESET, State.IDLE, State.RUNNING)
+        by_actor: Dict[int, Optional[List[int]]]
+        ids = self._reset_ids(env_ids)
+        if ids is None:
+            by_actor = dict.fromkeys(range(len(self._ranges)))
+        else:
+            by_actor = {}
+            for i in ids.tolist():
+                a = int(self._env_actor[i])
+                by_actor.setdefault(a, []).append(i - self._ranges[a][0])
+            if self._state is State.NEEDS_RESET and len(by_actor) < len(self._ranges):
+                raise StateError(
+                    "reset_async(env_ids=...) needs every env reset once: call reset() first"
+                )
+        self._check_alive(list(by_actor), "reset_async()")
         if self._state is State.RUNNING:
             self._drain()
         refs = {}
-        for a, (lo, hi) in enumerate(self._ranges):
-            # Env i is seeded seeds[i] = seed + i: the actor seeds its local
-            # env j with seeds[lo] + j, the same number.
+        for a, local in by_actor.items():
+            lo, hi = self._ranges[a]
+            seeds = self._seeds[lo:hi]
+            seeds = None if all(x is None for x in seeds) else seeds
             opts = [self._options.get(i) for i in range(lo, hi)] if self._options else None
-            refs[a] = self._resources.actors[a].reset.remote(self._seeds[lo], opts)
+            refs[a] = self._resources.actors[a].reset.remote(seeds, opts, local)
         self._seeds = [None] * self.num_envs
         self._options = {}
         self._pending.clear()
         if self.batch_size < self.num_envs:
             self._pending = {a: ("reset", ref) for a, ref in refs.items()}
             self._state = State.RUNNING
-            return None
-        self._state = State.NEEDS_RESET  # until every actor answered
-        results = self._tagged(self._get(refs, "reset"), "reset")
+        else:
+            self._reset_refs = refs
+            self._state = State.RESET_PENDING
+
+    def reset_wait(self):
+        """Wait for the resets started by :meth:`reset_async`.
+
+        Returns
+        -------
+        observations : array, tuple or dict of arrays, each (num_envs, *shape)
+            All num_envs rows, in env order (arrays the caller owns): envs that
+            were not reset keep their last observation.
+
+        ``self.reset_infos`` gets one dict per env ({} for envs not reset).
+
+        Raises
+        ------
+        StateError
+            No reset_async() is pending.
+        WorkerError, WorkerDiedError
+        VecEnvTimeoutError
+            The reset stays pending: call reset_wait() again.
+        """
+        if self._state is not State.RESET_PENDING:
+            self._guard("reset_wait", State.RESET_PENDING)
+        refs = self._reset_refs
+        try:
+            results = self._tagged(self._get(refs, "reset"), "reset")
+        except VecEnvTimeoutError:
+            raise
+        except BaseException:
+            self._reset_refs = {}
+            self._state = State.NEEDS_RESET
+            raise
+        self._reset_refs = {}
         self._raise_env_errors(results, "resetting")
+        for a, (lo, hi) in enumerate(self._ranges):
+            if a not in results:  # not reset: its last observation, no reset info
+                results[a] = ("reset", (self._last_leaves[a], [{}] * (hi - lo)))
         obs, _, _, _, infos = self._assemble(range(len(self._ranges)), results)
         self.reset_infos = infos
         self._state = State.IDLE
@@ -926,9 +1003,15 @@ class RayVecEnv(VecEnv):
 
     def _step_results(self):
         refs = {a: ref for a, (_, ref) in self._pending.items()}
+        try:
+            results = self._tagged(self._get(refs, "step"), "step")
+        except VecEnvTimeoutError:
+            raise  # the step stays pending: step_wait() again waits for it
+        except BaseException:
+            self._pending.clear()
+            self._state = State.NEEDS_RESET
+            raise
         self._pending.clear()
-        self._state = State.NEEDS_RESET  # until the results are in
-        results = self._tagged(self._get(refs, "step"), "step")
         self._raise_env_errors(results, "stepping")
         out = self._assemble(range(len(self._ranges)), results)
         self._state = State.IDLE
@@ -1056,12 +1139,17 @@ class RayVecEnv(VecEnv):
         refs = [self._pending[a][1] for a in order]
         ready, _ = ray.wait(refs, num_returns=k, timeout=self.timeout, fetch_local=True)
         if len(ready) < k:
-            late = [i for a in order for i in range(*self._ranges[a])]
-            self._state = State.NEEDS_RESET
-            self._pending.clear()
+            ready_set = set(ready)
+            late = [
+                i
+                for a in order
+                if self._pending[a][1] not in ready_set
+                for i in range(*self._ranges[a])
+            ]
             raise VecEnvTimeoutError(
                 f"fewer than batch_size={self.batch_size} envs finished within "
-                f"timeout={self.timeout} s; envs in flight: {late}",
+                f"timeout={self.timeout} s; envs still running: {late} (they stay in "
+                "flight: recv() again, or reset())",
                 env_indices=late,
             )
         ready_set = set(ready)
@@ -1078,8 +1166,11 @@ class RayVecEnv(VecEnv):
 
     # ------------------------------------------------------------ slow path
     _indices = ShmemVecEnv._indices
+    _reset_ids = ShmemVecEnv._reset_ids
 
-    def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
+    def _call_start(self, what: str, name: str, args, kwargs, indices: Indices):
+        """Send a call to the envs ``indices`` (one task per actor involved);
+        :meth:`_call_finish` collects the replies."""
         self._guard(what, State.IDLE, State.NEEDS_RESET)
         ids = self._indices(indices)
         by_actor: Dict[int, List[int]] = {}
@@ -1091,22 +1182,32 @@ class RayVecEnv(VecEnv):
             lo = self._ranges[a][0]
             local = [i - lo for i in aids]
             refs[a] = self._resources.actors[a].call.remote(what, name, args, kwargs, local)
-        out, failed = self._fetch(refs, f"{what}({name!r})")
+        return {"what": f"{what}({name!r})", "ids": ids, "by_actor": by_actor, "refs": refs}
+
+    def _call_finish(self, pending) -> List[Any]:
+        """Collect the replies of :meth:`_call_start`, in the order of its
+        indices. After a timeout, calling it again with the same ``pending``
+        waits again."""
+        what, by_actor = pending["what"], pending["by_actor"]
+        out, failed = self._fetch(pending["refs"], what)
         if failed:
             # A restarted actor has fresh envs: the caller must reset.
-            err = self._died(list(failed), f"{what}({name!r})", next(iter(failed.values())))
+            err = self._died(list(failed), what, next(iter(failed.values())))
             for a, exc in failed.items():
                 if self.max_restarts != 0 and not isinstance(exc, ray_exc.ActorDiedError):
                     self._dead.pop(a, None)  # Ray brings it back: reset() resets its envs
             raise err
         errs = [a for a in sorted(out) if out[a][0] == "error"]
         if errs:
-            raise self._translate(errs[0], out[errs[0]][1], f"{what}({name!r})")
+            raise self._translate(errs[0], out[errs[0]][1], what)
         results: Dict[int, Any] = {}
         for a, aids in by_actor.items():
             for i, value in zip(aids, out[a][1]):
                 results[i] = value
-        return [results[i] for i in ids]
+        return [results[i] for i in pending["ids"]]
+
+    def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
+        return self._call_finish(self._call_start(what, name, args, kwargs, indices))
 
     # The same verbs as ShmemVecEnv, on top of _call.
     env_method = ShmemVecEnv.env_method

@@ -682,24 +682,7 @@ class ShmemVecEnv(VecEnv):
             Bad ``env_ids``.
         """
         self._guard("reset_async", State.NEEDS_RESET, State.IDLE, State.RUNNING)
-        if env_ids is None:
-            ids = None
-        else:
-            ids = np.asarray(env_ids)
-            if ids.dtype.kind not in "iu":
-                raise InvalidArgumentError(
-                    f"env_ids must be env indices (ints), got dtype {ids.dtype}; "
-                    "for a bool mask pass np.flatnonzero(mask)"
-                )
-            ids = np.unique(ids.astype(np.int64).reshape(-1))
-            if ids.size == 0 or ids[0] < 0 or ids[-1] >= self.num_envs:
-                raise InvalidArgumentError(
-                    f"env_ids must be non-empty env indices in [0, {self.num_envs}), got {env_ids!r}"
-                )
-            if self.batch_size < self.num_envs:
-                raise StateError(
-                    "reset_async(env_ids=...) needs batch_size == num_envs; reset all envs instead"
-                )
+        ids = self._reset_ids(env_ids)
         if self._state is State.RUNNING:
             self._drain("reset")
         self._send_reset_kwargs(range(self.num_envs) if ids is None else ids)
@@ -710,6 +693,28 @@ class ShmemVecEnv(VecEnv):
             self._ctrl.dispatch(ids, _core.OP_RESET)
             self._in_flight[ids] = True
         self._state = State.RUNNING if self.batch_size < self.num_envs else State.RESET_PENDING
+
+    def _reset_ids(self, env_ids) -> Optional[np.ndarray]:
+        """``reset_async``'s ``env_ids`` checked: None (all envs) or sorted
+        distinct int64 indices. Raises InvalidArgumentError or StateError."""
+        if env_ids is None:
+            return None
+        ids = np.asarray(env_ids)
+        if ids.dtype.kind not in "iu":
+            raise InvalidArgumentError(
+                f"env_ids must be env indices (ints), got dtype {ids.dtype}; "
+                "for a bool mask pass np.flatnonzero(mask)"
+            )
+        ids = np.unique(ids.astype(np.int64).reshape(-1))
+        if ids.size == 0 or ids[0] < 0 or ids[-1] >= self.num_envs:
+            raise InvalidArgumentError(
+                f"env_ids must be non-empty env indices in [0, {self.num_envs}), got {env_ids!r}"
+            )
+        if self.batch_size < self.num_envs:
+            raise StateError(
+                "reset_async(env_ids=...) needs batch_size == num_envs; reset all envs instead"
+            )
+        return ids
 
     def reset_wait(self):
         """Wait for the resets started by :meth:`reset_async`.
