@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
+from conftest import _is_ours
 from reference import assert_tree_equal
 from test_shmem_vec_env import _compare_rollout
 
@@ -101,8 +102,9 @@ def _start_ray(tmp_path_factory, start):
     def shutdown():
         ray.shutdown()
         stop()
-        # Nothing Ray started may outlive it.
-        new = [p for p in _ray_children() if p.pid not in before]
+        # Nothing Ray started may outlive it (multiprocessing's forkserver and
+        # resource tracker live for the session: not Ray's).
+        new = [p for p in _ray_children() if p.pid not in before and _is_ours(p)]
         _, alive = psutil.wait_procs(new, timeout=20)
         names = []
         for p in alive:
@@ -290,6 +292,51 @@ class TestOneNode:
         venv.close()  # idempotent
         with pytest.raises(vecenv.ClosedError):
             venv.reset()
+
+    @pytest.mark.parametrize("facade", ["sb3", "gymnasium"])
+    def test_facades_run_on_a_ray_engine(self, facade, monkeypatch):
+        """The SB3 and gymnasium drop-ins only use the engine API that RayVecEnv
+        shares with ShmemVecEnv: swap the engine and compare with the original."""
+        import importlib
+
+        from vecenv.ray import RayVecEnv
+
+        module = importlib.import_module(
+            "vecenv.sb3" if facade == "sb3" else "vecenv.gymnasium_vector"
+        )
+        cls = module.SubprocVecEnv if facade == "sb3" else module.AsyncVectorEnv
+
+        class RayEngine:  # builds a RayVecEnv where the façade builds a ShmemVecEnv
+            _check_env_fns = staticmethod(vecenv.ShmemVecEnv._check_env_fns)
+
+            def __new__(cls, env_fns, autoreset_mode="sb3", **_local_options):
+                return RayVecEnv(env_fns, num_actors=2, autoreset_mode=autoreset_mode)
+
+        fns = _counter_fns(4)
+        actions = _random_actions(gym.spaces.Discrete(3), 4, 8, seed=3)
+        ref = cls(fns)
+        monkeypatch.setattr(module, "ShmemVecEnv", RayEngine)
+        venv = cls(fns)
+        try:
+            engine = venv.engine if facade == "sb3" else venv._venv
+            assert isinstance(engine, RayVecEnv)
+            if facade == "sb3":
+                ref.seed(1), venv.seed(1)
+                outs = [(venv.reset(), ref.reset())]
+                outs += [(venv.step(a), ref.step(a)) for a in actions]
+                assert venv.get_attr("env_id") == [0, 1, 2, 3]
+                assert venv.env_method("render")[2][0, 0, 0] == 2
+            else:
+                outs = [(venv.reset(seed=1), ref.reset(seed=1))]
+                outs += [(venv.step(a), ref.step(a)) for a in actions]
+                assert list(venv.get_attr("env_id")) == [0, 1, 2, 3]
+            for got, want in outs:
+                for g, w in zip(got, want):
+                    if isinstance(w, (np.ndarray, dict, tuple)):
+                        assert_tree_equal(g, w)
+        finally:
+            venv.close()
+            ref.close()
 
     def test_send_recv_returns_whole_actors(self):
         from vecenv.ray import RayVecEnv

@@ -175,22 +175,12 @@ class _EnvActor:
             return ("error", _error_payload(exc))
 
     def call(self, what: str, name: str, args, kwargs, local_ids: List[int]):
+        """Any call kind of the local engine (get_attr, set_attr, env_method,
+        call, render, is_wrapped) on the local envs ``local_ids``."""
         if self._error is not None:
             return ("error", self._error)
-        venv = self._venv
         try:
-            if what == "env_method":
-                value = venv.env_method(name, *args, indices=local_ids, **kwargs)
-            elif what == "get_attr":
-                value = venv.get_attr(name, indices=local_ids)
-            elif what == "set_attr":
-                venv.set_attr(name, args[0], indices=local_ids)
-                value = [None] * len(local_ids)
-            elif what == "is_wrapped":
-                value = venv.env_is_wrapped(args[0], indices=local_ids)
-            else:  # "render"
-                value = venv.get_images()
-            return ("ok", value)
+            return ("ok", self._venv._call(what, name, args, kwargs, local_ids))
         except Exception as exc:
             return ("error", _error_payload(exc))
 
