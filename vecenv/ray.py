@@ -277,8 +277,9 @@ class RayVecEnv(VecEnv):
     """Step ``num_envs`` gymnasium envs in Ray actors, each hosting a
     :class:`~vecenv.ShmemVecEnv` of its share of the envs.
 
-    The API is :class:`~vecenv.ShmemVecEnv`'s (``reset``, ``step_async``,
-    ``step_wait``, ``step``, ``step_wait_gym``, ``close``, ``render``,
+    The API is :class:`~vecenv.ShmemVecEnv`'s (``reset``, ``reset_async``,
+    ``reset_wait``, ``step_async``, ``step_wait``, ``step``,
+    ``step_wait_gym``, ``close``, ``render``,
     ``get_images``, ``seed``, ``set_options``, ``env_method``, ``get_attr``,
     ``set_attr``, ``env_is_wrapped``, and ``send``/``recv`` when
     ``batch_size < num_envs``). Ray must be initialized by the caller
@@ -328,12 +329,25 @@ class RayVecEnv(VecEnv):
         ``autoreset_mode``.
     timeout : float, optional
         Seconds to wait for a step, reset or call before raising
-        :class:`~vecenv.errors.VecEnvTimeoutError` (default: no limit).
+        :class:`~vecenv.errors.VecEnvTimeoutError` (default: no limit); the
+        call stays pending, so waiting again collects it. Settable.
     start_timeout : float
         Seconds to wait for the placement group and the actors to start and
         build their envs (default 300).
     restart_timeout : float
         Seconds to wait for a restarted actor to reset its envs (default 300).
+
+    Attributes
+    ----------
+    actor_info : list of dict
+        One per actor, in actor order: ``actor``, ``envs`` (the env range
+        ``(lo, hi)``), ``node_id``, ``node_ip``, ``pid`` (of the actor
+        process), ``worker_pids`` (its local workers), ``restarted``.
+        Refreshed after a restart.
+    restarts : list of int
+        Restarts seen per actor.
+    reset_infos : list of num_envs dicts
+        As :class:`~vecenv.ShmemVecEnv`'s.
 
     Raises
     ------
