@@ -25,13 +25,21 @@ directives = {
 }
 
 extra_compile_args = ["-O0", "-g", "-UNDEBUG"] if DEBUG else ["-O3"]
+define_macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+if DEBUG:
+    # Read by csrc/_core.pyx into vecenv._core.DEBUG_BUILD.
+    define_macros.append(("VECENV_DEBUG", "1"))
+# pip builds in the source tree, and setuptools skips an extension whose built
+# file is newer than its sources: a debug build sharing build/ with a release
+# one would install the other mode's module. Each mode keeps its own tree.
+build_base = "build/debug" if DEBUG else "build"
 
 extensions = [
     Extension(
         "vecenv._core",
         sources=["csrc/_core.pyx"],
         include_dirs=["csrc", np.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        define_macros=define_macros,
         extra_compile_args=extra_compile_args,
     )
 ]
@@ -41,6 +49,7 @@ setup(
         extensions,
         compiler_directives=directives,
         annotate=ANNOTATE,
-        build_dir="build/cython",
+        build_dir=f"{build_base}/cython",
     ),
+    options={"build": {"build_base": build_base}},
 )

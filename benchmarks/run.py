@@ -501,13 +501,17 @@ def _open_vecenv_ray(ctx: Ctx) -> Session:
     # Keep Ray on loopback (see benchmarks/README.md: run inside a loopback-only
     # network namespace); this only starts a local single-node instance.
     if not ray.is_initialized():
+        # address="local" always starts a new instance: a stale
+        # ray_current_cluster file would make a bare init join a dead cluster.
         ray.init(
+            address="local",
             num_cpus=ctx.cores,
             include_dashboard=False,
             log_to_driver=False,
             _node_ip_address="127.0.0.1",
         )
-    return _lockstep(ctx, RayVecEnv, "sb3", num_actors=1)
+    # One actor holding every core, so its ShmemVecEnv gets its default workers.
+    return _lockstep(ctx, RayVecEnv, "sb3", num_actors=1, actor_options={"num_cpus": ctx.cores})
 
 
 def _open_gym_sync(ctx: Ctx) -> Session:

@@ -72,6 +72,19 @@ cdef extern from "vecenv_sync.h" nogil:
     void ve_futex_wake(uint32_t* addr)
 
 
+cdef extern from *:
+    """
+    #ifdef VECENV_DEBUG
+    #define VE_DEBUG_BUILD 1
+    #else
+    #define VE_DEBUG_BUILD 0
+    #endif
+    """
+    int VE_DEBUG_BUILD
+
+# True in a build made with VECENV_DEBUG=1 (setup.py): bounds checks, -O0 -g.
+DEBUG_BUILD = bool(VE_DEBUG_BUILD)
+
 # Op codes written by the parent into op[env].
 OP_NONE = 0
 OP_STEP = 1

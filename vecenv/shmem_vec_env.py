@@ -1083,24 +1083,7 @@ class ShmemVecEnv(VecEnv):
             to finish; the vec env still needs a reset.
         """
         self._guard("reset_async", State.NEEDS_RESET, State.IDLE, State.RUNNING)
-        if env_ids is None:
-            ids = None
-        else:
-            ids = np.asarray(env_ids)
-            if ids.dtype.kind not in "iu":
-                raise InvalidArgumentError(
-                    f"env_ids must be env indices (ints), got dtype {ids.dtype}; "
-                    "for a bool mask pass np.flatnonzero(mask)"
-                )
-            ids = np.unique(ids.astype(np.int64).reshape(-1))
-            if ids.size == 0 or ids[0] < 0 or ids[-1] >= self.num_envs:
-                raise InvalidArgumentError(
-                    f"env_ids must be non-empty env indices in [0, {self.num_envs}), got {env_ids!r}"
-                )
-            if self.batch_size < self.num_envs:
-                raise StateError(
-                    "reset_async(env_ids=...) needs batch_size == num_envs; reset all envs instead"
-                )
+        ids = self._reset_ids(env_ids)
         self._state = State.NEEDS_RESET  # until the reset completes
         self._reset_restarts = set()  # a worker may be restarted once per reset
         try:
@@ -1129,6 +1112,28 @@ class ShmemVecEnv(VecEnv):
             self._state = State.RUNNING
         else:
             self._state = State.RESET_PENDING
+
+    def _reset_ids(self, env_ids) -> Optional[np.ndarray]:
+        """``reset_async``'s ``env_ids`` checked: None (all envs) or sorted
+        distinct int64 indices. Raises InvalidArgumentError or StateError."""
+        if env_ids is None:
+            return None
+        ids = np.asarray(env_ids)
+        if ids.dtype.kind not in "iu":
+            raise InvalidArgumentError(
+                f"env_ids must be env indices (ints), got dtype {ids.dtype}; "
+                "for a bool mask pass np.flatnonzero(mask)"
+            )
+        ids = np.unique(ids.astype(np.int64).reshape(-1))
+        if ids.size == 0 or ids[0] < 0 or ids[-1] >= self.num_envs:
+            raise InvalidArgumentError(
+                f"env_ids must be non-empty env indices in [0, {self.num_envs}), got {env_ids!r}"
+            )
+        if self.batch_size < self.num_envs:
+            raise StateError(
+                "reset_async(env_ids=...) needs batch_size == num_envs; reset all envs instead"
+            )
+        return ids
 
     def reset_wait(self):
         """Wait for the resets started by :meth:`reset_async`.

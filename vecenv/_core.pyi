@@ -1,0 +1,130 @@
+"""Type stub for vecenv._core, the compiled hot path built from csrc/_core.pyx.
+
+Private module: vecenv's own code imports it, users do not. Kept in step with
+csrc/_core.pyx by tests/test_packaging.py (names, members and parameters).
+"""
+
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+#: True when built with ``VECENV_DEBUG=1`` (bounds checks on, ``-O0 -g``).
+DEBUG_BUILD: bool
+
+# Op codes the parent writes into op[env].
+OP_NONE: int
+OP_STEP: int
+OP_RESET: int
+# Status codes a worker writes into status[env] before publishing.
+STATUS_OK: int
+STATUS_INFO: int
+STATUS_ERROR: int
+
+def control_nbytes(num_envs: int, num_workers: int) -> int:
+    """Size in bytes of the control region (a multiple of 64).
+
+    Raises ValueError when ``num_envs`` or ``num_workers`` is < 1.
+    """
+
+class SharedBlock:
+    """A read-write MAP_SHARED mapping of ``size`` bytes of file descriptor ``fd``.
+
+    Exposes one writable byte buffer (``np.frombuffer(block, ...)`` is a
+    zero-copy view). Raises ValueError for ``size <= 0`` and OSError when
+    mmap fails.
+    """
+
+    def __init__(self, fd: int, size: int) -> None: ...
+    @property
+    def nbytes(self) -> int:
+        """Length of the mapping in bytes."""
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None:
+        """Unmap now; safe twice. Raises BufferError while views are alive."""
+    def touch(self, start: int = 0, stop: int = -1, write: bool = False) -> int:
+        """Fault in the pages of ``[start, stop)``; zero them with ``write=True``."""
+    if sys.version_info >= (3, 12):  # buffer protocol visible to typing from 3.12
+        def __buffer__(self, flags: int, /) -> memoryview: ...
+        def __release_buffer__(self, buffer: memoryview, /) -> None: ...
+
+class Control:
+    """Wait/wake protocol over the control region at byte 0 of a SharedBlock.
+
+    Raises ValueError when the block is too small, ``env_worker`` has the
+    wrong length or an entry outside ``[0, num_workers)``, or (``init=False``)
+    the block holds no control region of this shape.
+    """
+
+    @property
+    def num_envs(self) -> int: ...
+    @property
+    def num_workers(self) -> int: ...
+    def __init__(
+        self,
+        block: SharedBlock,
+        num_envs: int,
+        num_workers: int,
+        env_worker: Sequence[int],
+        init: bool = False,
+    ) -> None: ...
+    def arrays(
+        self,
+    ) -> tuple[
+        npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint32]
+    ]:
+        """Views ``(op, status, ready, ticket)``, each of length num_envs."""
+    # Parent side.
+    def dispatch_all(self, op: int) -> None: ...
+    def dispatch(self, env_ids: npt.NDArray[np.int64], op: int) -> None:
+        """``env_ids``: int64, shape (k,), C-contiguous, each in [0, num_envs)."""
+    def post_message(self, worker: int) -> None: ...
+    def wait_ready(self, target: int, spin_s: float, timeout_s: float) -> int:
+        """Number of published envs (>= target), or -1 when ``timeout_s`` ran out."""
+    def published(self) -> int: ...
+    def collect_all(self) -> int:
+        """Take all envs; returns how many have a nonzero status."""
+    def collect(self, k: int, out_ids: npt.NDArray[np.int64]) -> int:
+        """Take the ``k`` oldest published envs into ``out_ids[:k]`` (int64, writable)."""
+    def track_in_flight(self, flags: npt.NDArray[np.bool_] | npt.NDArray[np.uint8]) -> None:
+        """Keep ``flags`` (num_envs,) equal to "dispatched, not collected" in
+        dispatch/collect/forget."""
+    def forget(self, lo: int, hi: int) -> int:
+        """After the worker of envs ``[lo, hi)`` died: clear their bytes; returns
+        how many were published and not collected."""
+    def command_seq(self, worker: int) -> int:
+        """The worker's current cmd_seq (where a restarted worker starts)."""
+    # Worker side.
+    def worker_wait(self, worker: int, last_seq: int, spin_s: float, timeout_s: float) -> int:
+        """The new cmd_seq, or -1 when ``timeout_s`` ran out."""
+    def message_seq(self, worker: int) -> int: ...
+    def take_ops(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """``[(env, op), ...]`` for envs in ``[lo, hi)`` with a pending op."""
+    def publish(self, envs: Sequence[int], statuses: Sequence[int] | None = None) -> None: ...
+
+class LeafWriter:
+    """Worker side: copy one env's observation leaves into rows of the batch buffers.
+
+    ``buffers``: one C-contiguous, writable ndarray of shape
+    ``(num_envs, *leaf_shape)`` per leaf. Raises ValueError otherwise.
+    """
+
+    def __init__(self, buffers: list[npt.NDArray[np.generic]]) -> None: ...
+    def write(self, env: int, leaves: Sequence[object]) -> None:
+        """Copy ``leaves`` (one value per leaf) into row ``env``; ValueError on a
+        wrong shape, dtype, unrepresentable scalar or ``env`` out of range."""
+
+def gather_rows(
+    src: npt.NDArray[np.uint8], ids: npt.NDArray[np.int64], out: npt.NDArray[np.uint8]
+) -> None:
+    """``out[i] = src[ids[i]]``; uint8 (rows, row_bytes) C-contiguous; ids int64 (k,)."""
+
+def scatter_rows(
+    src: npt.NDArray[np.uint8], ids: npt.NDArray[np.int64], out: npt.NDArray[np.uint8]
+) -> None:
+    """``out[ids[i]] = src[i]``; the inverse of :func:`gather_rows`."""
+
+def check_int_range(values: npt.NDArray[np.int64], lo: int, hi: int) -> int:
+    """Index of the first value outside ``[lo, hi)``, or -1 if all are inside."""
