@@ -178,6 +178,8 @@ cdef class SharedBlock:
         self._check()
         if stop < 0 or stop > self.size:
             stop = self.size
+        if start < 0 or start > stop:
+            raise ValueError(f"start={start} must be in [0, stop={stop}]")
         cdef unsigned long sink = 0
         cdef Py_ssize_t i
         with nogil:
@@ -342,6 +344,7 @@ cdef class Control:
         All envs must be collected (not in flight)."""
         cdef Py_ssize_t w
         with nogil:
+            ve_fence()  # actions written before this call are visible before the ops
             memset(self.op, op, <size_t>self.num_envs)
             memset(self.status, 0, <size_t>self.num_envs)
             if self.inflight != NULL:
@@ -360,6 +363,7 @@ cdef class Control:
                 raise ValueError(f"env_ids[{i}]={e} is outside [0, {self.num_envs})")
         cdef const int64_t* ids = &env_ids[0] if n > 0 else NULL
         with nogil:
+            ve_fence()  # actions written before this call are visible before the ops
             memset(self.touched, 0, <size_t>self.num_workers)
             for i in range(n):
                 e = ids[i]
@@ -442,7 +446,7 @@ cdef class Control:
         Returns how many of them have a nonzero status.
         """
         if k < 0 or k > out_ids.shape[0] or k > self.num_envs:
-            raise ValueError(f"k={k} must be in [0, min(len(out_ids)={out_ids.shape[0]}, num_envs))")
+            raise ValueError(f"k={k} must be in [0, min(len(out_ids)={out_ids.shape[0]}, num_envs={self.num_envs})]")
         cdef Py_ssize_t i, j, m = 0, flagged = 0
         cdef int64_t e
         cdef uint32_t base_ticket, ti
@@ -452,6 +456,7 @@ cdef class Control:
                 if self.ready[i]:
                     order[m] = i
                     m += 1
+            ve_fence()  # the rows of envs seen ready are read after this
             # Tickets wrap around: key = ticket - (newest + 1) modulo 2**32 puts
             # the oldest first. Read the counter after the scan so every ticket
             # seen is at most the newest.
@@ -588,6 +593,7 @@ cdef class Control:
         if n == 0:
             return
         t = ve_add(self.ticket_counter, 1)
+        ve_fence()  # rows and status written before are visible before the ready bytes
         for i in range(n):
             e = envs[i]
             self.ticket[e] = t

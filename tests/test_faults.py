@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import multiprocessing
 import os
 import pathlib
 import signal
@@ -925,3 +926,54 @@ def test_soak_no_growth_of_rss_fds_or_shm(batch_size):
         assert fds1 <= fds0 + 2, (fds0, fds1)
         assert set(os.listdir("/dev/shm")) - shm0 == set()
     assert me.num_fds() <= fds0
+
+
+class SlowInfoEnv(FaultEnv):
+    """A FaultEnv whose steps take 0.5 s and return a non-empty info, so its
+    worker's round message is still on the way when another worker dies."""
+
+    def step(self, action):
+        time.sleep(0.5)
+        obs, reward, terminated, truncated, _ = super().step(action)
+        return obs, reward, terminated, truncated, {"slow": self.env_id}
+
+
+def test_method_call_after_a_death_mid_step_gets_its_own_reply():
+    """Regression: a call right after a WorkerDiedError read the other worker's
+    pending round message as its reply."""
+    fns = [
+        functools.partial(FaultEnv, 0, "exit", 0, 1),
+        functools.partial(FaultEnv, 1),
+        functools.partial(SlowInfoEnv, 2),
+        functools.partial(SlowInfoEnv, 3),
+    ]
+    with vecenv.ShmemVecEnv(fns, envs_per_worker=2, context="fork") as venv:
+        venv.reset()
+        with pytest.raises(vecenv.WorkerDiedError):
+            venv.step(np.zeros(4, np.int64))
+        assert venv.get_attr("env_id", indices=[2, 3]) == [2, 3]
+        assert venv.env_method("pid", indices=[3]) == venv.env_method("pid", indices=[2])
+
+
+def test_gymnasium_facade_is_usable_after_the_watchdog_fires():
+    """Regression: after the engine's timeout killed a stuck worker, the façade
+    stayed 'waiting' and refused reset()."""
+    fns = [functools.partial(FaultEnv, 0, "hang", 0, 2), functools.partial(FaultEnv, 1)]
+    envs = vecenv.AsyncVectorEnv(fns, context="fork", timeout=0.5)
+    try:
+        envs.reset(seed=0)
+        envs.step(np.zeros(2, np.int64))
+        with pytest.raises(multiprocessing.TimeoutError):
+            envs.step(np.zeros(2, np.int64))
+        obs, _ = envs.reset(seed=0)
+        assert obs[:, 0].tolist() == [0, 1]
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("name", ["timeout", "start_timeout"])
+def test_zero_timeouts_are_refused(name):
+    with pytest.raises(
+        vecenv.InvalidArgumentError, match=f"{name} must be a number of seconds > 0"
+    ):
+        vecenv.ShmemVecEnv([FaultEnv], **{name: 0})

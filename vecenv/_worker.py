@@ -105,14 +105,11 @@ def to_gymnasium(env):
 
     if isinstance(env, gymnasium.Env):
         return env
-    gym_env_type = None
-    try:  # pragma: no cover - needs the legacy-gym extra
-        import gym
-
-        gym_env_type = gym.Env
-    except Exception:
-        pass
-    if gym_env_type is not None and isinstance(env, gym_env_type):  # pragma: no cover
+    # A legacy env's class comes from gym, so gym is imported already if it is
+    # one; never import gym here (slow, and it prints a deprecation banner).
+    legacy_gym = sys.modules.get("gym")
+    gym_env_type = getattr(legacy_gym, "Env", None)
+    if gym_env_type is not None and isinstance(env, gym_env_type):
         try:
             from shimmy import GymV26CompatibilityV0
         except ImportError as exc:

@@ -36,7 +36,7 @@ from vecenv.errors import (
     VecEnvTimeoutError,
     WorkerError,
 )
-from vecenv.shmem_vec_env import ShmemVecEnv
+from vecenv.shmem_vec_env import ShmemVecEnv, State
 
 __all__ = [
     "AlreadyPendingCallError",
@@ -380,6 +380,9 @@ class AsyncVectorEnv(VectorEnv):
             yield
         except VecEnvTimeoutError as exc:
             shown = timeout if timeout is not None else venv.timeout
+            if timeout is None:  # the engine's watchdog killed the late workers
+                self._state = _Pending.DEFAULT
+                self._pending_call = None
             raise WaitTimeoutError(
                 f"The call to `{method}` has timed out after {shown} second(s).",
                 env_indices=exc.env_indices,
@@ -388,6 +391,13 @@ class AsyncVectorEnv(VectorEnv):
             self._state = _Pending.DEFAULT
             self._pending_call = None
             raise _as_env_exception(exc) from None
+        except BaseException:
+            # Ctrl-C, a state error...: the call stays pending only if the
+            # engine still waits for it (a later *_wait may finish it).
+            if venv._state not in (State.STEP_PENDING, State.RESET_PENDING):
+                self._state = _Pending.DEFAULT
+                self._pending_call = None
+            raise
         finally:
             venv._wait_timeout = None
 
@@ -670,7 +680,7 @@ class AsyncVectorEnv(VectorEnv):
                 if not terminate:
                     try:
                         getattr(self, f"{self._state.value}_wait")(timeout)
-                    except (WaitTimeoutError, WorkerError):
+                    except (WaitTimeoutError, WorkerError, StateError):
                         terminate = True
         finally:
             self._venv = None

@@ -961,7 +961,7 @@ class RayVecEnv(VecEnv):
         self._raise_env_errors(results, "resetting")
         for a, (lo, hi) in enumerate(self._ranges):
             if a not in results:  # not reset: its last observation, no reset info
-                results[a] = ("reset", (self._last_leaves[a], [{}] * (hi - lo)))
+                results[a] = ("reset", (self._last_leaves[a], [{} for _ in range(hi - lo)]))
         obs, _, _, _, infos = self._assemble(range(len(self._ranges)), results)
         self.reset_infos = infos
         self._state = State.IDLE

@@ -141,8 +141,21 @@ class _Resources:
                         ctrl.post_message(w)
                     except Exception:
                         pass
-            for proc in self.procs:
-                proc.join(max(0.0, deadline - time.monotonic()))
+            # Drain the pipes meanwhile: a worker blocked sending a large info
+            # message would otherwise never read its close message.
+            while time.monotonic() < deadline and any(p.exitcode is None for p in self.procs):
+                for conn in self.conns:
+                    try:
+                        while conn.poll():
+                            conn.recv_bytes()
+                    except (EOFError, OSError):
+                        pass
+                mp_connection.wait(
+                    [p.sentinel for p in self.procs if p.exitcode is None],
+                    timeout=min(0.05, max(0.0, deadline - time.monotonic())),
+                )
+            for proc in self.procs:  # join reaps and lets multiprocessing forget it
+                proc.join(0)
         for sig in ("terminate", "kill"):
             alive = [p for p in self.procs if p.exitcode is None]
             if not alive:
@@ -206,6 +219,8 @@ class ShmemVecEnv(VecEnv):
         True (default): returned observations are arrays the caller owns.
         False: they are zero-copy views into shared memory, valid until the
         next ``step_async``, ``send``, ``reset`` or ``close``; copy to keep them.
+        (:meth:`recv` then returns a gather buffer reused by the next ``recv``.)
+        Rewards and done flags are always fresh arrays.
     timeout : float, optional
         Seconds to wait for a step, reset or method call before raising
         :class:`~vecenv.errors.VecEnvTimeoutError` (default: no limit). The
@@ -295,12 +310,23 @@ class ShmemVecEnv(VecEnv):
             raise InvalidArgumentError(
                 f"autoreset_mode must be one of {AUTORESET_MODES}, got {autoreset_mode!r}"
             )
-        for name, v in (("timeout", timeout), ("start_timeout", start_timeout), ("spin", spin)):
-            if v is not None and (
-                not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v
+        for name, v, zero_ok in (
+            ("timeout", timeout, False),
+            ("start_timeout", start_timeout, False),
+            ("spin", spin, True),
+        ):
+            if v is None:
+                continue
+            if (
+                not isinstance(v, (int, float))
+                or isinstance(v, bool)
+                or v != v
+                or v < 0
+                or (v == 0 and not zero_ok)
             ):
+                bound = ">= 0" if zero_ok else "> 0"
                 raise InvalidArgumentError(
-                    f"{name} must be a number of seconds >= 0 or None, got {v!r}"
+                    f"{name} must be a number of seconds {bound} or None, got {v!r}"
                 )
         if on_worker_death not in ("raise", "restart"):
             raise InvalidArgumentError(
@@ -343,6 +369,7 @@ class ShmemVecEnv(VecEnv):
         self._restarted: set = set()  # envs whose next result reports a restart
         self._restart_infos: Dict[int, Any] = {}  # their reset infos
         self._dirty = False  # a pipe may hold unread replies: resync at reset
+        self._open_calls = 0  # calls started and not yet finished
         self._reset_restarts: Optional[set] = None  # workers restarted by this reset()
         self._pending_kwargs: Dict[int, Dict[str, Any]] = {}  # this reset's seeds/options
         self._next_check = 0.0  # time.monotonic() of the next liveness check on the fast path
@@ -816,6 +843,7 @@ class ShmemVecEnv(VecEnv):
                     break
         self._stash.clear()
         self._dirty = False
+        self._open_calls = 0
 
     def _worker_error(self, payload) -> WorkerError:
         i = payload.get("env_index")
@@ -844,7 +872,8 @@ class ShmemVecEnv(VecEnv):
         else after the ``timeout`` watchdog (the late workers are killed).
         """
         ctrl = self._ctrl
-        if ctrl.wait_ready(target, self.spin, _SLICE_S) >= 0:
+        first = _SLICE_S if self._wait_timeout is None else min(_SLICE_S, self._wait_timeout)
+        if ctrl.wait_ready(target, self.spin, first) >= 0:
             # With partial batches the other envs may keep meeting the target
             # while a dead worker's envs starve: check liveness now and then.
             now = time.monotonic()
@@ -860,7 +889,7 @@ class ShmemVecEnv(VecEnv):
                 return
         keep = pending is not None and self._wait_timeout is not None
         limit = self._wait_timeout if keep else self.timeout
-        deadline = None if limit is None else time.monotonic() + limit - _SLICE_S
+        deadline = None if limit is None else time.monotonic() + limit - first
         while True:
             dead = self._dead_workers()
             if dead:
@@ -917,17 +946,21 @@ class ShmemVecEnv(VecEnv):
                 except WorkerDiedError:
                     self._on_deaths([w], "reading infos")
                     continue
-                _, m_infos, m_errors = msg
-                for j, info in m_infos.items():
-                    self._stash[j] = ("info", info)
-                for j, err in m_errors.items():
-                    self._stash[j] = ("error", err)
+                self._stash_round(msg)
             if not status[i]:
                 continue
             kind, value = self._stash.pop(i)
             (infos if kind == "info" else errors)[i] = value
         self._dirty = False
         return infos, errors
+
+    def _stash_round(self, msg) -> None:
+        """Keep a worker's ("round", infos, errors) message per env until read."""
+        _, m_infos, m_errors = msg
+        for j, info in m_infos.items():
+            self._stash[j] = ("info", info)
+        for j, err in m_errors.items():
+            self._stash[j] = ("error", err)
 
     def _raise_errors(self, errors: Dict[int, Any]) -> None:
         first = min(errors)
@@ -1406,6 +1439,16 @@ class ShmemVecEnv(VecEnv):
         replies. Nothing else may be sent to the workers in between."""
         self._guard(what, State.IDLE, State.NEEDS_RESET)
         ids = self._indices(indices)
+        if self._state is State.NEEDS_RESET and (
+            self._in_flight.any() or (self._dirty and not self._open_calls)
+        ):
+            # After a death, a timeout or Ctrl-C, envs may still be running and
+            # pipes may hold their round messages or the reply of an abandoned
+            # call: a reply read now could be one of those. Let the envs finish
+            # and clear the pipes first (not while this caller's own earlier
+            # calls are still unanswered).
+            self._drain(what)
+            self._resync()
         by_worker: Dict[int, List[int]] = {}
         for i in ids:
             by_worker.setdefault(int(self._env_worker[i]), []).append(i)
@@ -1423,6 +1466,7 @@ class ShmemVecEnv(VecEnv):
             self._bury(int(self._env_worker[exc.env_indices[0]]))
             self._state = State.NEEDS_RESET
             raise
+        self._open_calls += 1
         return {"what": what, "name": name, "ids": ids, "by_worker": by_worker, "results": {}}
 
     def _call_finish(self, pending) -> List[Any]:
@@ -1446,20 +1490,27 @@ class ShmemVecEnv(VecEnv):
         where = f"{what}({name!r})"
         try:
             for w, wids in list(by_worker.items()):
-                _, values = self._recv(w, deadline, where, keep=keep)
+                msg = self._recv(w, deadline, where, keep=keep)
+                while msg[0] == "round":  # a step's infos sent before the reply
+                    self._stash_round(msg)
+                    msg = self._recv(w, deadline, where, keep=keep)
+                _, values = msg
                 del by_worker[w]  # answered: a retry after a timeout skips it
                 for i, value in zip(wids, values):
                     results[i] = value
         except VecEnvTimeoutError:
             if not keep:
                 self._state = State.NEEDS_RESET
+                self._open_calls = 0
             raise
         except BaseException as exc:
             if isinstance(exc, WorkerDiedError):
                 self._bury(int(self._env_worker[exc.env_indices[0]]))
             self._state = State.NEEDS_RESET
+            self._open_calls = 0  # abandoned: the next call resyncs the pipes
             raise
-        self._dirty = False
+        self._open_calls = max(0, self._open_calls - 1)
+        self._dirty = self._open_calls > 0
         errors = {i: v for i, (kind, v) in results.items() if kind != "ok"}
         if errors:
             raise self._worker_error(errors[min(errors)])
