@@ -67,6 +67,7 @@ cdef extern from "vecenv_sync.h" nogil:
     uint32_t ve_sub(uint32_t* p, uint32_t v)
     void ve_fence()
     void ve_cpu_relax()
+    void ve_spin_step(unsigned long iter)
     double ve_now()
     int ve_futex_wait(uint32_t* addr, uint32_t expected, double timeout_s)
     void ve_futex_wake(uint32_t* addr)
@@ -396,13 +397,15 @@ cdef class Control:
         cdef uint32_t v, t = <uint32_t>target
         cdef double start, deadline, left
         cdef int timed_out = 0
+        cdef unsigned long spins = 0
         with nogil:
             v = ve_load(self.nready)
             if v < t:
                 start = ve_now()
                 deadline = start + timeout_s
                 while v < t and ve_now() - start < spin_s:
-                    ve_cpu_relax()
+                    ve_spin_step(spins)
+                    spins += 1
                     v = ve_load(self.nready)
                 while v < t:
                     ve_store(self.parent_target, t)
@@ -495,12 +498,14 @@ cdef class Control:
         cdef uint32_t v
         cdef double start, left
         cdef int timed_out = 0
+        cdef unsigned long spins = 0
         with nogil:
             v = ve_load(&s[0])
             if v == last_seq:
                 start = ve_now()
                 while v == last_seq and ve_now() - start < spin_s:
-                    ve_cpu_relax()
+                    ve_spin_step(spins)
+                    spins += 1
                     v = ve_load(&s[0])
                 while v == last_seq:
                     ve_store(&s[1], 1)

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #ifdef __linux__
@@ -36,6 +37,18 @@ static inline void ve_cpu_relax(void) {
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+
+/* One step of a bounded spin: pause for the first iterations, then yield the
+ * CPU each time, so a spinner never keeps a runnable process of the same core
+ * waiting (spinners may outnumber cores) while its own core stays awake and
+ * answers a wake within microseconds instead of waiting out an idle halt. */
+static inline void ve_spin_step(unsigned long iter) {
+    if (iter < 64) {
+        ve_cpu_relax();
+    } else {
+        sched_yield();
+    }
 }
 
 static inline double ve_now(void) {

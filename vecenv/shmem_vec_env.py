@@ -229,9 +229,14 @@ class ShmemVecEnv(VecEnv):
     start_timeout : float
         Seconds to wait for workers to build their envs (default 300).
     spin : float, optional
-        Seconds a waiting process busy-polls before sleeping on a futex.
-        Default: 100e-6 when workers plus the parent fit on the usable cores,
-        else 0 (busy-waiting with more spinners than cores collapses).
+        Seconds a waiting process polls before sleeping on a futex. The poll
+        yields the CPU (``sched_yield``) after a few microseconds, so it never
+        starves a runnable process on its core, while its core stays awake and
+        answers a wake in microseconds instead of waiting out an idle halt
+        (tens of microseconds in a VM). Default: 200e-6 while num_workers is at
+        most twice the usable cores, else 0 (measured on 2 cores: noop 8 envs
+        on 2 workers 183k -> 446k env-steps/s, CartPole 16 envs 109k -> 153k,
+        Pong unchanged; 16 workers on Pong lost 11%).
     autoreset_mode : {"sb3", "next_step", "same_step", "disabled"}
         What happens when an episode ends. "sb3" (default, as baselines and
         SB3): the env is reset in the same step, the returned observation is
@@ -346,7 +351,7 @@ class ShmemVecEnv(VecEnv):
         num_workers = len(self._ranges)
         cpus = _usable_cpus()
         if spin is None:
-            spin = 100e-6 if num_workers + 1 <= cpus else 0.0
+            spin = 200e-6 if num_workers <= 2 * cpus else 0.0
         self._cores = self._check_affinity(cpu_affinity, num_workers)
 
         self.batch_size = int(batch_size)
