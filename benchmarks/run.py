@@ -236,6 +236,10 @@ ENVS: Dict[str, EnvSpec] = {
         envpool_note=ENVPOOL_PONG_NOTE,
         install_hint='pip install ".[atari]"',
     ),
+    # Heavy-tailed step time (issue 5): 50 us of work, one step in twenty 2 ms.
+    # Lockstep waits for the slowest env of every batch; partial batches
+    # (vecenv_async, envpool_async) do not.
+    "heavytail": EnvSpec("heavytail", "heavytail", "vecenv/Sleep-v0"),
     "halfcheetah": EnvSpec(
         "halfcheetah",
         "HalfCheetah-v5",

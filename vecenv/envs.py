@@ -125,8 +125,10 @@ class CounterEnv(gym.Env):
 
 
 class SleepEnv(gym.Env):
-    """Heavy-tailed step time: ``fast_s`` seconds, or ``slow_s`` with
-    probability ``slow_prob``. Observation Box(2,) float64 [env_id, step]."""
+    """Heavy-tailed step time: ``fast_s`` seconds of busy work, or ``slow_s``
+    with probability ``slow_prob`` (defaults: 50 us, one step in twenty 2 ms).
+    Observation Box(2,) float64 [env_id, step]; ``seed`` (with ``env_id``)
+    makes the delays reproducible."""
 
     metadata = {"render_modes": []}
 
@@ -137,14 +139,16 @@ class SleepEnv(gym.Env):
         slow_s: float = 2e-3,
         slow_prob: float = 0.05,
         episode_length: int = 200,
-        seed: int = 0,
+        seed: Optional[int] = None,
     ):
         self.env_id = env_id
         self.fast_s, self.slow_s, self.slow_prob = fast_s, slow_s, slow_prob
         self.episode_length = episode_length
         self.observation_space = spaces.Box(-np.inf, np.inf, (2,), np.float64)
         self.action_space = spaces.Discrete(2)
-        self._rng = np.random.default_rng(seed + env_id)
+        # Without a seed every copy draws its own delays (OS entropy), so the
+        # slow steps of different envs do not line up.
+        self._rng = np.random.default_rng(None if seed is None else seed + env_id)
         self._t = 0
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None):
