@@ -127,3 +127,29 @@ def tile_images(images: Sequence[np.ndarray]) -> np.ndarray:
     grid = np.zeros((rows * cols, h, w, c), dtype=imgs[0].dtype)
     grid[:n] = imgs
     return grid.reshape(rows, cols, h, w, c).transpose(0, 2, 1, 3, 4).reshape(rows * h, cols * w, c)
+
+
+def check_env_ids(env_ids, num_envs: int) -> np.ndarray:
+    """``send``'s ``env_ids`` checked: all envs for None, else a 1-D int64
+    array of distinct indices in ``[0, num_envs)`` (order kept).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a 1-D array of ints, an index out of range, or duplicates.
+    """
+    from vecenv.errors import InvalidArgumentError
+
+    if env_ids is None:
+        return np.arange(num_envs, dtype=np.int64)
+    ids = np.asarray(env_ids)
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise InvalidArgumentError(
+            f"env_ids must be a 1-D array of ints, got {ids.dtype} shape {ids.shape}"
+        )
+    ids = ids.astype(np.int64, copy=False)
+    if ids.size and (ids.min() < 0 or ids.max() >= num_envs):
+        raise InvalidArgumentError(f"env_ids must be in [0, {num_envs}), got {ids.tolist()}")
+    if np.unique(ids).size != ids.size:
+        raise InvalidArgumentError(f"env_ids has duplicates: {ids.tolist()}")
+    return ids

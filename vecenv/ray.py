@@ -50,7 +50,7 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
 from vecenv import errors as _errors
 from vecenv._layout import flatten_space, make_action_writer, make_flattener, make_unflattener
 from vecenv._worker import AUTORESET_MODES
-from vecenv.base import Indices, VecEnv
+from vecenv.base import Indices, VecEnv, check_env_ids
 from vecenv.errors import (
     InvalidArgumentError,
     RemoteTraceback,
@@ -1077,21 +1077,7 @@ class RayVecEnv(VecEnv):
             or an env that is still in flight.
         """
         self._guard("send", State.IDLE, State.RUNNING)
-        if env_ids is None:
-            ids = np.arange(self.num_envs, dtype=np.int64)
-        else:
-            ids = np.asarray(env_ids)
-            if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
-                raise InvalidArgumentError(
-                    f"env_ids must be a 1-D array of ints, got {ids.dtype} shape {ids.shape}"
-                )
-            ids = ids.astype(np.int64, copy=False)
-            if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
-                raise InvalidArgumentError(
-                    f"env_ids must be in [0, {self.num_envs}), got {ids.tolist()}"
-                )
-            if np.unique(ids).size != ids.size:
-                raise InvalidArgumentError(f"env_ids has duplicates: {ids.tolist()}")
+        ids = check_env_ids(env_ids, self.num_envs)
         actors = sorted({int(a) for a in self._env_actor[ids]})
         for a in actors:
             lo, hi = self._ranges[a]

@@ -223,7 +223,7 @@ class SubprocVecEnv(_SB3VecEnv):
             )
         # SB3 keeps seeds as a list (seed + i by default, but any list is
         # allowed), so hand the engine the list rather than one base seed.
-        engine._seeds = [None if s is None else int(s) for s in self._seeds]
+        engine.seed([None if s is None else int(s) for s in self._seeds])
         engine.set_options([options or None for options in self._options])
         observations = engine.reset()
         self.reset_infos = engine.reset_infos

@@ -35,7 +35,7 @@ from gymnasium import spaces as gym_spaces
 
 from vecenv import _core, _layout, _shm
 from vecenv._worker import AUTORESET_MODES, RESET_INFO_KEY, WorkerSpec, worker_main
-from vecenv.base import Indices, VecEnv
+from vecenv.base import Indices, VecEnv, check_env_ids
 from vecenv.errors import (
     ClosedError,
     InvalidArgumentError,
@@ -570,6 +570,7 @@ class ShmemVecEnv(VecEnv):
         self._gather_out = [
             np.empty((self.batch_size, *leaf.shape), leaf.dtype) for leaf in layout.obs_leaves
         ]
+        self._obs_rows = [_layout._bytes2d(b) for b in self._obs_bufs]  # (num_envs, row_bytes) u8
         deadline = time.monotonic() + start_timeout
         for conn in res.conns:
             conn.send(("attach", res.segment.handle, layout, []))
@@ -1345,21 +1346,7 @@ class ShmemVecEnv(VecEnv):
             Bad actions or env_ids, or an env that is still in flight.
         """
         self._guard("send", State.IDLE, State.RUNNING)
-        if env_ids is None:
-            ids = np.arange(self.num_envs, dtype=np.int64)
-        else:
-            ids = np.asarray(env_ids)
-            if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
-                raise InvalidArgumentError(
-                    f"env_ids must be a 1-D array of ints, got {ids.dtype} shape {ids.shape}"
-                )
-            ids = ids.astype(np.int64, copy=False)
-            if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
-                raise InvalidArgumentError(
-                    f"env_ids must be in [0, {self.num_envs}), got {ids.tolist()}"
-                )
-            if np.unique(ids).size != ids.size:
-                raise InvalidArgumentError(f"env_ids has duplicates: {ids.tolist()}")
+        ids = check_env_ids(env_ids, self.num_envs)
         busy = ids[self._in_flight[ids]]
         if busy.size:
             raise InvalidArgumentError(
@@ -1413,9 +1400,11 @@ class ShmemVecEnv(VecEnv):
         if self._restarted:
             self._report_restarts(ids, infos)
         leaves = []
-        for buf, out in zip(self._obs_bufs, self._gather_out):
-            _core.gather_rows(_layout._bytes2d(buf), ids, _layout._bytes2d(out))
-            leaves.append(out.copy() if self.copy else out)
+        for src, out in zip(self._obs_rows, self._gather_out):
+            # copy=True gathers straight into a fresh array the caller owns.
+            dst = np.empty_like(out) if self.copy else out
+            _core.gather_rows(src, ids, _layout._bytes2d(dst))
+            leaves.append(dst)
         obs = leaves[0] if self._single_obs else self._unflatten_obs(leaves)
         self._dirty = False
         self._state = State.RUNNING if self._in_flight.any() else State.IDLE
@@ -1563,7 +1552,7 @@ class ShmemVecEnv(VecEnv):
             return
         self._state = State.CLOSED
         self._finalizer.detach()
-        self._obs_bufs = self._act_bufs = self._gather_out = ()
+        self._obs_bufs = self._act_bufs = self._gather_out = self._obs_rows = ()
         self._rew = self._term = self._trunc = self._status = None
         self._ctrl = None
         self._write_actions = None
