@@ -402,3 +402,47 @@ def test_single_leaf_structured_observations_keep_their_structure(space):
         assert type(obs) is type(space.sample())
         venv.send(np.zeros(2, np.int64))
         assert type(venv.recv()[0]) is type(space.sample())
+
+
+class ReusedArrayEnv(gym.Env):
+    """Returns the same array object every time and overwrites it in reset():
+    the terminal observation must be taken before the automatic reset."""
+
+    observation_space = spaces.Box(0, 100, (3,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self):
+        self.obs = np.zeros(3, np.float32)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        self.obs[:] = 0
+        return self.obs, ({"reset_at": 0} if options else {})
+
+    def step(self, action):
+        self.t += 1
+        self.obs[:] = self.t
+        return self.obs, 0.0, self.t == 3, False, {"t": self.t} if action else {}
+
+
+@pytest.mark.parametrize("batch_size", [None, 1])
+def test_terminal_observation_is_taken_before_the_automatic_reset(batch_size):
+    with vecenv.ShmemVecEnv([ReusedArrayEnv] * 2, batch_size=batch_size, num_workers=1) as venv:
+        venv.reset()
+        if batch_size is None:
+            for action in (0, 1, 0):
+                obs, _, dones, infos = venv.step(np.full(2, action))
+        else:  # env 0 alone, through send/recv
+            venv.recv()
+            venv.recv()
+            for _ in range(3):
+                venv.send(np.zeros(1, np.int64), np.array([0]))
+                obs, _, dones, infos, ids = venv.recv()
+            assert ids.tolist() == [0]
+        assert dones.all()
+        assert obs.tolist() == [[0, 0, 0]] * len(obs)  # the reset observation
+        for info in infos:
+            assert info["terminal_observation"].tolist() == [3, 3, 3]
+            assert info["TimeLimit.truncated"] is False
+        assert venv.reset_infos[0] == {}

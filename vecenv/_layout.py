@@ -172,9 +172,19 @@ class BlockLayout:
     terminated_offset: int
     truncated_offset: int
     nbytes: int
+    # Rows for the last observation of an episode ("sb3" autoreset), one per
+    # obs leaf, so terminal observations travel without pickling; () if unused.
+    final_offsets: Tuple[int, ...] = ()
 
     @classmethod
-    def build(cls, observation_space, action_space, num_envs: int, num_workers: int):
+    def build(
+        cls,
+        observation_space,
+        action_space,
+        num_envs: int,
+        num_workers: int,
+        final_obs: bool = False,
+    ):
         obs_leaves = tuple(flatten_space(observation_space, "observation_space"))
         act_leaves = tuple(flatten_space(action_space, "action_space"))
         off = _core.control_nbytes(num_envs, num_workers)
@@ -193,6 +203,7 @@ class BlockLayout:
         term = place(num_envs)
         trunc = place(num_envs)
         obs_off = tuple(place(leaf.nbytes * num_envs) for leaf in obs_leaves)
+        final_off = tuple(place(leaf.nbytes * num_envs) for leaf in obs_leaves) if final_obs else ()
         return cls(
             num_envs,
             num_workers,
@@ -204,7 +215,19 @@ class BlockLayout:
             term,
             trunc,
             _align(off, PAGE),
+            final_off,
         )
+
+    def final_views(self, block):
+        """Views ``(num_envs, *shape)`` of the final-observation rows, one per
+        obs leaf ([] when the layout has none)."""
+        n = self.num_envs
+        return [
+            np.frombuffer(
+                block, dtype=leaf.dtype, count=n * math.prod(leaf.shape), offset=o
+            ).reshape(n, *leaf.shape)
+            for o, leaf in zip(self.final_offsets, self.obs_leaves)
+        ]
 
     def views(self, block):
         """NumPy views over ``block``: (action leaves, obs leaves, rewards,

@@ -262,6 +262,8 @@ class _Loop:
         acts, obs, rew, term, trunc = layout.views(block)
         self.rewards, self.terminated, self.truncated = rew, term, trunc
         self.writer = _core.LeafWriter(obs)
+        final = layout.final_views(block)
+        self.final_writer = _core.LeafWriter(final) if final else None
         obs_space, act_space = envs[0].observation_space, envs[0].action_space
         self.flatten_obs = _layout.make_flattener(obs_space)
         self.read_action = _layout.make_action_reader(layout.action_leaves, act_space, acts)
@@ -270,7 +272,7 @@ class _Loop:
         self.needs_reset = [False] * len(envs)  # next_step autoreset
         self.mode = spec.autoreset_mode
         self.check_rewards = spec.check_rewards
-        self._views = (acts, obs, rew, term, trunc)
+        self._views = (acts, obs, rew, term, trunc, final)
         # A restarted worker picks up the counters where its predecessor left
         # them: it waits for cmd_seq to change from its current value and
         # handles only messages posted from now on (its pipe is new).
@@ -282,6 +284,7 @@ class _Loop:
 
     def release(self):
         self.writer = None
+        self.final_writer = None
         self.read_action = None
         self._views = None
         self.rewards = self.terminated = self.truncated = None
@@ -352,13 +355,13 @@ class _Loop:
         if msg is not None:
             self.conn.send_bytes(payload)
 
-    def _write_obs(self, i: int, obs) -> None:
+    def _write_obs(self, i: int, obs, writer=None, what: str = "an observation") -> None:
         try:
             leaves = self.flatten_obs(obs)
-            self.writer.write(i, leaves)
+            (writer or self.writer).write(i, leaves)
         except ValueError as exc:
             raise _ObservationMismatch(
-                f"env {i} returned an observation that does not match observation_space: {exc} "
+                f"env {i} returned {what} that does not match observation_space: {exc} "
                 f"(leaves: {[(leaf.name, leaf.shape, str(leaf.dtype)) for leaf in self.obs_leaves]})"
             ) from None
 
@@ -382,10 +385,14 @@ class _Loop:
             # The final observation is copied before reset(): an env may reuse
             # (and reset overwrite) the array it returned.
             if mode == "sb3":
-                info = dict(info)
-                info["terminal_observation"] = copy.deepcopy(obs)
-                info["TimeLimit.truncated"] = bool(truncated and not terminated)
-                obs, info[RESET_INFO_KEY] = env.reset()
+                # The last observation goes to its shared row (copied before
+                # reset(), which may overwrite the env's array); the parent
+                # adds "terminal_observation" and "TimeLimit.truncated", so
+                # nothing is pickled unless the env's own infos are non-empty.
+                self._write_obs(i, obs, self.final_writer, "a final observation")
+                obs, reset_info = env.reset()
+                if reset_info:
+                    info = {**info, RESET_INFO_KEY: reset_info}
             elif mode == "same_step":
                 final_obs, final_info = copy.deepcopy(obs), info
                 obs, reset_info = env.reset()

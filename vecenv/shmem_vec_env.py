@@ -49,6 +49,8 @@ from vecenv.errors import (
     WorkerError,
 )
 
+_NONE = np.empty(0, dtype=np.intp)  # no env indices
+
 # Wait in slices this long (seconds) so dead workers and Ctrl-C are noticed.
 _SLICE_S = 0.1
 
@@ -544,7 +546,11 @@ class ShmemVecEnv(VecEnv):
         res = self._resources
         num_workers = len(self._ranges)
         layout = _layout.BlockLayout.build(
-            self._spaces[0], self._spaces[1], len(self._env_worker), num_workers
+            self._spaces[0],
+            self._spaces[1],
+            len(self._env_worker),
+            num_workers,
+            final_obs=self.autoreset_mode == "sb3",
         )
         res.segment = _shm.Segment(layout.nbytes)
         block = res.segment.map()
@@ -557,6 +563,7 @@ class ShmemVecEnv(VecEnv):
         acts, obs, rew, term, trunc = layout.views(block)
         self._act_bufs, self._obs_bufs = acts, obs
         self._rew, self._term, self._trunc = rew, term, trunc
+        self._final_bufs = layout.final_views(block)  # "sb3" autoreset: last observations
         self._status = self._ctrl.arrays()[1]
         self._write_actions = _layout.make_action_writer(layout.action_leaves, self.action_space)
         self._unflatten_obs = _layout.make_unflattener(self.observation_space)
@@ -1226,6 +1233,19 @@ class ShmemVecEnv(VecEnv):
         self._state = State.IDLE
         return self._obs_batch()
 
+    def _add_terminal(self, ended, positions, infos: List[Dict[str, Any]]) -> None:
+        """ "sb3" autoreset: give each env ``ended[j]`` (its episode ended in
+        this step; its result is ``infos[positions[j]]``) the last observation
+        from its shared row, a copy, and ``TimeLimit.truncated``."""
+        for i, pos in zip(ended, positions):
+            i = int(i)
+            leaves = [buf[i].copy() for buf in self._final_bufs]
+            info = infos[pos]
+            info["terminal_observation"] = (
+                leaves[0] if self._single_obs else self._unflatten_obs(leaves)
+            )
+            info["TimeLimit.truncated"] = bool(self._trunc[i] and not self._term[i])
+
     def _split_reset_info(self, i: int, info: Dict[str, Any]) -> Dict[str, Any]:
         """Move the info of env ``i``'s automatic reset ("sb3" autoreset) from
         its step info into ``reset_infos[i]``; return the step info."""
@@ -1308,12 +1328,16 @@ class ShmemVecEnv(VecEnv):
         self._wait(n, "step", State.STEP_PENDING)
         flagged = self._ctrl.collect_all()
         infos = [{} for _ in range(n)]
+        ended = np.flatnonzero(self._term | self._trunc) if self._final_bufs else _NONE
+        for i in ended:  # an automatic reset's info, unless a message brings one
+            self.reset_infos[i] = {}
         if flagged:
             got, errors = self._read_flagged(range(n))
             if errors:
                 self._raise_errors(errors)
             for i, info in got.items():
                 infos[i] = self._split_reset_info(i, info)
+        self._add_terminal(ended, ended, infos)
         if self._restarted:
             self._report_restarts(range(n), infos)
         self._dirty = False
@@ -1390,6 +1414,11 @@ class ShmemVecEnv(VecEnv):
         flagged = self._ctrl.collect(k, self._ids_out)
         ids = self._ids_out[:k].copy()
         infos = [{} for _ in range(k)]
+        ended_pos = (
+            np.flatnonzero(self._term[ids] | self._trunc[ids]) if self._final_bufs else _NONE
+        )
+        for pos in ended_pos:  # an automatic reset's info, unless a message brings one
+            self.reset_infos[int(ids[pos])] = {}
         if flagged:
             got, errors = self._read_flagged(ids)
             if errors:
@@ -1397,6 +1426,7 @@ class ShmemVecEnv(VecEnv):
             pos = {int(e): j for j, e in enumerate(ids)}
             for i, info in got.items():
                 infos[pos[i]] = self._split_reset_info(i, info)
+        self._add_terminal(ids[ended_pos], ended_pos, infos)
         if self._restarted:
             self._report_restarts(ids, infos)
         leaves = []
