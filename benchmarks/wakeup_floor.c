@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include <linux/futex.h>
 #include <signal.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,8 +73,14 @@ static uint32_t wait_word(uint32_t *word, uint32_t *sleeping, int mode, uint32_t
 #define DONE(v) (mode == 0 ? (v) != arg : (v) >= arg)
     if (DONE(v)) return v;
     double start = now_s();
+    unsigned long spins = 0;
+    /* As vecenv polls: pause for the first turns, then yield the CPU each turn. */
     while (!DONE(v) && now_s() - start < spin_s) {
-        relax();
+        if (spins++ < 64) {
+            relax();
+        } else {
+            sched_yield();
+        }
         v = load(word);
     }
     while (!DONE(v)) {

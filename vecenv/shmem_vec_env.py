@@ -221,8 +221,10 @@ class ShmemVecEnv(VecEnv):
         True (default): returned observations are arrays the caller owns.
         False: they are zero-copy views into shared memory, valid until the
         next ``step_async``, ``send``, ``reset`` or ``close``; copy to keep them.
-        (:meth:`recv` then returns a gather buffer reused by the next ``recv``.)
-        Rewards and done flags are always fresh arrays.
+        (:meth:`recv` then returns a gather buffer reused by the next ``recv``,
+        or, when the batch's envs are consecutive, views of their shared rows
+        in env order: no gather at all.) Rewards and done flags are always
+        fresh arrays.
     timeout : float, optional
         Seconds to wait for a step, reset or method call before raising
         :class:`~vecenv.errors.VecEnvTimeoutError` (default: no limit). The
@@ -1386,8 +1388,10 @@ class ShmemVecEnv(VecEnv):
         Returns
         -------
         observations : array, tuple or dict of arrays, each (batch_size, *shape)
-            Rows for ``env_ids`` (copies, or with ``copy=False`` a buffer reused
-            by the next recv).
+            Rows for ``env_ids``: arrays the caller owns; with ``copy=False`` a
+            buffer reused by the next recv or, when the envs are consecutive,
+            zero-copy views of their shared rows (valid until they are sent
+            again).
         rewards : float64 array, (batch_size,)
         dones : bool array, (batch_size,)
         infos : list of batch_size dicts
@@ -1413,6 +1417,12 @@ class ShmemVecEnv(VecEnv):
         self._wait(k, "step", State.RUNNING)
         flagged = self._ctrl.collect(k, self._ids_out)
         ids = self._ids_out[:k].copy()
+        # copy=False and a batch of consecutive envs: hand out views of their
+        # shared rows (in env order) instead of gathering them.
+        contiguous = False
+        if not self.copy:
+            ids.sort()
+            contiguous = int(ids[-1]) - int(ids[0]) == k - 1
         infos = [{} for _ in range(k)]
         ended_pos = (
             np.flatnonzero(self._term[ids] | self._trunc[ids]) if self._final_bufs else _NONE
@@ -1429,12 +1439,16 @@ class ShmemVecEnv(VecEnv):
         self._add_terminal(ids[ended_pos], ended_pos, infos)
         if self._restarted:
             self._report_restarts(ids, infos)
-        leaves = []
-        for src, out in zip(self._obs_rows, self._gather_out):
-            # copy=True gathers straight into a fresh array the caller owns.
-            dst = np.empty_like(out) if self.copy else out
-            _core.gather_rows(src, ids, _layout._bytes2d(dst))
-            leaves.append(dst)
+        if contiguous:
+            lo = int(ids[0])
+            leaves = [buf[lo : lo + k] for buf in self._obs_bufs]
+        else:
+            leaves = []
+            for src, out in zip(self._obs_rows, self._gather_out):
+                # copy=True gathers straight into a fresh array the caller owns.
+                dst = np.empty_like(out) if self.copy else out
+                _core.gather_rows(src, ids, _layout._bytes2d(dst))
+                leaves.append(dst)
         obs = leaves[0] if self._single_obs else self._unflatten_obs(leaves)
         self._dirty = False
         self._state = State.RUNNING if self._in_flight.any() else State.IDLE
