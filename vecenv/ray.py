@@ -994,13 +994,7 @@ class RayVecEnv(VecEnv):
             A step is already pending, reset() was not called, or the vec env
             uses batch_size < num_envs (use send/recv).
         """
-        if self._state is not State.IDLE:
-            self._guard("step_async", State.IDLE)
-        if self.batch_size != self.num_envs:
-            raise StateError(
-                f"step_async() needs batch_size == num_envs; this vec env has batch_size="
-                f"{self.batch_size}: use send(actions, env_ids) and recv()"
-            )
+        self._check_step_async()
         self._write_actions(actions, self._act_bufs)
         self._submit_steps(range(len(self._ranges)))
         self._state = State.STEP_PENDING
@@ -1156,6 +1150,7 @@ class RayVecEnv(VecEnv):
 
     # ------------------------------------------------------------ slow path
     _indices = ShmemVecEnv._indices
+    _check_step_async = ShmemVecEnv._check_step_async
     _reset_ids = ShmemVecEnv._reset_ids
 
     def _call_start(self, what: str, name: str, args, kwargs, indices: Indices):

@@ -1265,6 +1265,16 @@ class ShmemVecEnv(VecEnv):
             self._read_flagged(self._ids_out[:n])
         self._stash.clear()
 
+    def _check_step_async(self) -> None:
+        """Guard of step_async: idle, and lockstep (batch_size == num_envs)."""
+        if self._state is not State.IDLE:
+            self._guard("step_async", State.IDLE)
+        if self.batch_size != self.num_envs:
+            raise StateError(
+                f"step_async() needs batch_size == num_envs; this vec env has batch_size="
+                f"{self.batch_size}: use send(actions, env_ids) and recv()"
+            )
+
     def step_async(self, actions) -> None:
         """Start a step of every env.
 
@@ -1283,13 +1293,7 @@ class ShmemVecEnv(VecEnv):
             A step is already pending, reset() was not called, or the vec env
             uses batch_size < num_envs (use send/recv).
         """
-        if self._state is not State.IDLE:
-            self._guard("step_async", State.IDLE)
-        if self.batch_size != self.num_envs:
-            raise StateError(
-                f"step_async() needs batch_size == num_envs; this vec env has batch_size="
-                f"{self.batch_size}: use send(actions, env_ids) and recv()"
-            )
+        self._check_step_async()
         self._write_actions(actions, self._act_bufs)
         self._ctrl.dispatch_all(_core.OP_STEP)
         self._state = State.STEP_PENDING
