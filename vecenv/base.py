@@ -153,3 +153,26 @@ def check_env_ids(env_ids, num_envs: int) -> np.ndarray:
     if np.unique(ids).size != ids.size:
         raise InvalidArgumentError(f"env_ids has duplicates: {ids.tolist()}")
     return ids
+
+
+def check_batch_size(batch_size, num_envs: int) -> int:
+    """``batch_size`` checked: num_envs for None, else an int in ``[1, num_envs]``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not an int, or out of range.
+    """
+    from vecenv.errors import InvalidArgumentError
+
+    if batch_size is None:
+        return num_envs
+    if (
+        not isinstance(batch_size, (int, np.integer))
+        or isinstance(batch_size, bool)
+        or not 1 <= batch_size <= num_envs
+    ):
+        raise InvalidArgumentError(
+            f"batch_size must be an int in [1, num_envs={num_envs}], got {batch_size!r}"
+        )
+    return int(batch_size)

@@ -50,7 +50,7 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
 from vecenv import errors as _errors
 from vecenv._layout import flatten_space, make_action_writer, make_flattener, make_unflattener
 from vecenv._worker import AUTORESET_MODES
-from vecenv.base import Indices, VecEnv, check_env_ids
+from vecenv.base import Indices, VecEnv, check_batch_size, check_env_ids
 from vecenv.errors import (
     InvalidArgumentError,
     RemoteTraceback,
@@ -402,16 +402,7 @@ class RayVecEnv(VecEnv):
         self._ranges = self._plan(num_envs, num_actors, envs_per_actor)
         n_act = len(self._ranges)
         sizes = {hi - lo for lo, hi in self._ranges}
-        if batch_size is None:
-            batch_size = num_envs
-        if (
-            not isinstance(batch_size, (int, np.integer))
-            or isinstance(batch_size, bool)
-            or not 1 <= batch_size <= num_envs
-        ):
-            raise InvalidArgumentError(
-                f"batch_size must be an int in [1, num_envs={num_envs}], got {batch_size!r}"
-            )
+        batch_size = check_batch_size(batch_size, num_envs)
         if batch_size < num_envs and (len(sizes) != 1 or batch_size % next(iter(sizes))):
             raise InvalidArgumentError(
                 f"batch_size={batch_size} needs actors of equal size and a multiple of it "

@@ -35,7 +35,7 @@ from gymnasium import spaces as gym_spaces
 
 from vecenv import _core, _layout, _shm
 from vecenv._worker import AUTORESET_MODES, RESET_INFO_KEY, WorkerSpec, worker_main
-from vecenv.base import Indices, VecEnv, check_env_ids
+from vecenv.base import Indices, VecEnv, check_batch_size, check_env_ids
 from vecenv.errors import (
     ClosedError,
     InvalidArgumentError,
@@ -305,16 +305,7 @@ class ShmemVecEnv(VecEnv):
         env_fns = self._check_env_fns(env_fns)
         num_envs = len(env_fns)
         self._ranges = plan_workers(num_envs, num_workers, envs_per_worker)
-        if batch_size is None:
-            batch_size = num_envs
-        if (
-            not isinstance(batch_size, (int, np.integer))
-            or isinstance(batch_size, bool)
-            or not 1 <= batch_size <= num_envs
-        ):
-            raise InvalidArgumentError(
-                f"batch_size must be an int in [1, num_envs={num_envs}], got {batch_size!r}"
-            )
+        batch_size = check_batch_size(batch_size, num_envs)
         if autoreset_mode not in AUTORESET_MODES:
             raise InvalidArgumentError(
                 f"autoreset_mode must be one of {AUTORESET_MODES}, got {autoreset_mode!r}"
