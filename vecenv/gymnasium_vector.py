@@ -23,12 +23,14 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 from gymnasium import Space, logger
 from gymnasium import error as gym_error
+from gymnasium import spaces as gym_spaces
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
 from vecenv.errors import (
+    ActionTypeError,
     ClosedError,
     InvalidArgumentError,
     SpaceError,
@@ -36,7 +38,7 @@ from vecenv.errors import (
     VecEnvTimeoutError,
     WorkerError,
 )
-from vecenv.shmem_vec_env import ShmemVecEnv, State
+from vecenv.shmem_vec_env import ShmemVecEnv, State, autoreset_mode_name
 
 __all__ = [
     "AlreadyPendingCallError",
@@ -75,13 +77,47 @@ class _SpacesDifferError(SpaceError, RuntimeError):
     """The envs disagree on their spaces (gymnasium raises RuntimeError here)."""
 
 
-class _NoSharedLayoutError(SpaceError, TypeError):
-    """A space without a fixed layout (gymnasium's shared memory raises TypeError
-    for dynamic spaces and ValueError for custom ones: this is both)."""
+class _NoSharedLayoutError(SpaceError):
+    """A custom observation space with ``shared_memory=True``, or a space vecenv
+    cannot handle at all (gymnasium raises ValueError)."""
 
 
-class _ScalarActionsError(InvalidArgumentError, TypeError):
-    """One scalar where a batch of actions is needed (gymnasium: TypeError)."""
+# Spaces gymnasium lays out in shared memory; Graph and Sequence raise
+# TypeError there, any other Space subclass CustomSpaceError (a ValueError by
+# the time AsyncVectorEnv raises it).
+_SHARED_MEMORY_SPACES = (
+    gym_spaces.Box,
+    gym_spaces.Discrete,
+    gym_spaces.MultiDiscrete,
+    gym_spaces.MultiBinary,
+    gym_spaces.Text,
+)
+
+
+def _check_shared_memory_space(space: Space) -> None:
+    """Raise what gymnasium's ``AsyncVectorEnv(shared_memory=True)`` raises for
+    an observation space it cannot put in shared memory (depth first)."""
+    if isinstance(space, (gym_spaces.Tuple, gym_spaces.OneOf)):
+        for sub in space.spaces:
+            _check_shared_memory_space(sub)
+    elif isinstance(space, gym_spaces.Dict):
+        for sub in space.spaces.values():
+            _check_shared_memory_space(sub)
+    elif isinstance(space, (gym_spaces.Graph, gym_spaces.Sequence)):
+        raise _DynamicSpaceError(
+            f"As {space} has a dynamic shape so its not possible to make a static shared "
+            "memory. For `AsyncVectorEnv`, disable `shared_memory`."
+        )
+    elif not isinstance(space, _SHARED_MEMORY_SPACES):
+        raise _NoSharedLayoutError(
+            "Using `AsyncVector(..., shared_memory=True)` caused an error, you can disable "
+            "this feature with `shared_memory=False` however this is slower."
+        )
+
+
+class _DynamicSpaceError(SpaceError, TypeError):
+    """A Graph or Sequence observation space with ``shared_memory=True``
+    (gymnasium raises TypeError)."""
 
 
 _ERROR_TYPES: Dict[Tuple[type, str], Optional[type]] = {}
@@ -126,6 +162,16 @@ def _as_env_exception(err: WorkerError) -> BaseException:
     return new
 
 
+def _log_worker_errors(err: WorkerError) -> None:
+    """Report each env's error through ``gymnasium.logger.error`` with
+    gymnasium's texts ("Worker-i" is env i: gymnasium runs one env per worker)."""
+    errors = getattr(err, "errors", None) or {err.env_index: err}
+    for i, e in sorted(errors.items(), key=lambda kv: -1 if kv[0] is None else kv[0]):
+        logger.error(f"Received the following error from Worker-{i} - Shutting it down")
+        logger.error(f"{e.worker_traceback or e}")
+    logger.error("Raising the last exception back to the main process.")
+
+
 class _Pending(enum.Enum):
     # Values are gymnasium's AsyncState values: they appear in error messages
     # and name the *_wait method that finishes the call.
@@ -140,6 +186,7 @@ _AUTORESET_NAMES = {
     AutoresetMode.SAME_STEP: "same_step",
     AutoresetMode.DISABLED: "disabled",
 }
+_AUTORESET_MODES = {name: mode for mode, name in _AUTORESET_NAMES.items()}
 
 _ENGINE_KEYS = (
     "num_workers",
@@ -151,6 +198,7 @@ _ENGINE_KEYS = (
     "on_worker_death",
     "max_restarts",
     "check_rewards",
+    "check_actions",
 )
 
 
@@ -253,11 +301,7 @@ class AsyncVectorEnv(VectorEnv):
                 f"AsyncVectorEnv() got unexpected keyword arguments {unknown}; "
                 f"vecenv's own options are {list(_ENGINE_KEYS)}"
             )
-        mode = (
-            autoreset_mode
-            if isinstance(autoreset_mode, AutoresetMode)
-            else AutoresetMode(autoreset_mode)
-        )
+        mode = _AUTORESET_MODES[autoreset_mode_name(autoreset_mode, tuple(_AUTORESET_MODES))]
         if max_concurrency is not None:
             if not isinstance(max_concurrency, (int, np.integer)) or isinstance(
                 max_concurrency, bool
@@ -298,23 +342,28 @@ class AsyncVectorEnv(VectorEnv):
         self.autoreset_mode = mode
         self.max_concurrency = max_concurrency
         try:
+            # The envs' spaces are checked below, with gymnasium's rules and
+            # messages; leaves without a fixed layout travel pickled.
             venv = ShmemVecEnv(
                 env_fns,
                 context=context,
                 copy=copy,
                 daemon=daemon,
                 autoreset_mode=_AUTORESET_NAMES[mode],
+                pickled_leaves=True,
+                check_spaces=False,
                 **engine_options,
             )
         except SpaceError as exc:
-            if "share their spaces" in str(exc):  # raised by ShmemVecEnv on disagreeing envs
-                raise _SpacesDifferError(str(exc)) from exc
-            raise _NoSharedLayoutError(
-                f"{exc} As in gymnasium with shared memory: the space has a dynamic shape so "
-                "its not possible to make a static shared memory."
-            ) from exc
+            raise _NoSharedLayoutError(str(exc)) from exc
         except WorkerError as exc:
             raise _as_env_exception(exc) from None
+        try:
+            self._check_spaces(venv, custom_spaces)
+        except BaseException:
+            venv.close()
+            raise
+        venv._allow_steps_before_reset()  # gymnasium steps envs that were never reset
         self._venv = venv
         self.num_envs = venv.num_envs
         engine_md = dict(venv.metadata)
@@ -322,23 +371,49 @@ class AsyncVectorEnv(VectorEnv):
         engine_md.pop("env_spec_id", None)
         self.metadata = engine_md
         self.metadata["autoreset_mode"] = mode
-        self.single_action_space = venv.action_space
-        self.action_space = batch_space(venv.action_space, self.num_envs)
-        env_obs_space = venv.observation_space
+
+    def _check_spaces(self, venv: ShmemVecEnv, custom_spaces) -> None:
+        """Set the spaces and check the envs' ones as gymnasium does: its
+        shared-memory errors for spaces it cannot lay out, then RuntimeError
+        (with gymnasium's messages) for envs whose spaces disagree."""
+        n = venv.num_envs
+        obs_spaces = venv.get_attr("observation_space") if n > 1 else [venv.observation_space]
+        act_spaces = venv.get_attr("action_space") if n > 1 else [venv.action_space]
+        self.single_action_space = act_spaces[0]
+        self.action_space = batch_space(self.single_action_space, n)
+        mode = self.observation_mode
         if custom_spaces is not None:
             self.observation_space, self.single_observation_space = custom_spaces
-            if not is_space_dtype_shape_equiv(self.single_observation_space, env_obs_space):
-                venv.close()
-                raise _SpacesDifferError(
-                    "AsyncVectorEnv(..., observation_mode='different' or custom space) however the "
-                    "sub-environment's observation spaces do not share a common shape and dtype."
-                )
-        elif observation_mode == "different":
-            self.single_observation_space = env_obs_space
-            self.observation_space = batch_differing_spaces([env_obs_space] * self.num_envs)
+        elif mode == "same":
+            self.single_observation_space = obs_spaces[0]
+            self.observation_space = batch_space(obs_spaces[0], n)
         else:
-            self.single_observation_space = env_obs_space
-            self.observation_space = batch_space(env_obs_space, self.num_envs)
+            self.single_observation_space = obs_spaces[0]
+            self.observation_space = batch_differing_spaces(obs_spaces)
+        if self.shared_memory:
+            _check_shared_memory_space(self.single_observation_space)
+        single = self.single_observation_space
+        if mode == "same":
+            same_obs = all(space == single for space in obs_spaces)
+        else:
+            same_obs = all(is_space_dtype_shape_equiv(single, space) for space in obs_spaces)
+        if not same_obs:
+            if mode == "same":
+                raise _SpacesDifferError(
+                    "AsyncVectorEnv(..., observation_mode='same') however some of the "
+                    "sub-environments observation spaces are not equivalent. If this is "
+                    "intentional, use `observation_mode='different'` instead."
+                )
+            raise _SpacesDifferError(
+                "AsyncVectorEnv(..., observation_mode='different' or custom space) however the "
+                "sub-environment's observation spaces do not share a common shape and dtype."
+            )
+        if not all(space == self.single_action_space for space in act_spaces):
+            raise _SpacesDifferError(
+                f"Some environments have an action space different from "
+                f"`{self.single_action_space}`. In order to batch actions, the action spaces "
+                "from all environments must be equal."
+            )
 
     # ------------------------------------------------------------ helpers
     @property
@@ -390,6 +465,7 @@ class AsyncVectorEnv(VectorEnv):
         except WorkerError as exc:
             self._state = _Pending.DEFAULT
             self._pending_call = None
+            _log_worker_errors(exc)
             raise _as_env_exception(exc) from None
         except BaseException:
             # Ctrl-C, a state error...: the call stays pending only if the
@@ -548,7 +624,7 @@ class AsyncVectorEnv(VectorEnv):
         self._assert_is_running()
         self._no_pending("step_async")
         if not isinstance(actions, (tuple, dict)) and np.ndim(actions) == 0:
-            raise _ScalarActionsError(
+            raise ActionTypeError(
                 f"step_async(actions={actions!r}): expected one action per env "
                 f"(num_envs={self.num_envs}), an element of {self.action_space}"
             )
