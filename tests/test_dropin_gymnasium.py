@@ -14,6 +14,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
+from dropin_envs import WordSpace, describe
 from gymnasium.spaces import Box, Dict, Discrete, Sequence, Text, Tuple
 from gymnasium.vector import AutoresetMode
 
@@ -41,22 +42,11 @@ class TypeEnv(gym.Env):
 
     def step(self, action):
         self.t += 1
-        self.seen = _describe(action)
+        self.seen = describe(action)
         return self.t, 0.0, False, False, {}
 
     def last_action(self):
         return self.seen
-
-
-def _describe(x):
-    """Type and value of an action, recursively (tuple/dict structure kept)."""
-    if isinstance(x, tuple):
-        return tuple(_describe(v) for v in x)
-    if isinstance(x, dict):
-        return {k: _describe(v) for k, v in x.items()}
-    if isinstance(x, np.ndarray):
-        return ("ndarray", str(x.dtype), x.tolist())
-    return (type(x).__name__, x.item() if isinstance(x, np.generic) else x)
 
 
 def _seen_by_envs(vector_cls, action_space, actions, **kwargs):
@@ -156,17 +146,6 @@ def test_step_before_the_first_reset_steps_the_envs():
 
 
 # ------------------------------------------------------------ spaces without a fixed layout
-class WordSpace(gym.Space):
-    """A custom space of strings."""
-
-    def sample(self, mask=None, probability=None):
-        return "w"
-
-    def contains(self, x):
-        return isinstance(x, str)
-
-    def __eq__(self, other):
-        return isinstance(other, WordSpace)
 
 
 class WordEnv(gym.Env):

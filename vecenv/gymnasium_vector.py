@@ -212,10 +212,14 @@ class AsyncVectorEnv(VectorEnv):
         One factory per env returning a ``gymnasium.Env``; all envs must have
         equal observation and action spaces. Pickled with cloudpickle.
     shared_memory : bool
-        Accepted for compatibility. Observations always travel through shared
-        memory, so spaces must be fixed-size (Box, Discrete, MultiDiscrete,
-        MultiBinary, and Tuple/Dict of them): other spaces raise
-        :class:`~vecenv.SpaceError` (a ValueError) with either value.
+        As in gymnasium, which spaces may be used: True (default) refuses a
+        Graph or Sequence observation space (TypeError) and a custom
+        ``Space`` subclass (ValueError) with gymnasium's messages; False
+        takes any space. Fixed-size leaves (Box, Discrete, MultiDiscrete,
+        MultiBinary, inside Tuple/Dict too) always travel through vecenv's
+        shared memory; the others (Text, OneOf, Graph, Sequence, custom)
+        pickled through the worker pipes, batched as gymnasium batches them
+        (a tuple of per-env values).
     copy : bool
         True: ``reset``/``step`` return observations the caller owns. False:
         views into shared memory, overwritten by the next step or reset.
@@ -227,10 +231,11 @@ class AsyncVectorEnv(VectorEnv):
         Must be None: vecenv runs its own worker loop. Anything else raises
         :class:`~vecenv.InvalidArgumentError` (a ValueError).
     observation_mode : "same", "different" or (observation_space, single_observation_space)
-        How the batched observation space is built: ``batch_space`` of the
-        envs' space ("same"), ``batch_differing_spaces`` ("different"), or the
-        given pair (must have the envs' shapes and dtypes). The envs
-        themselves must still share one observation space.
+        As in gymnasium: "same" (every env has env 0's observation space;
+        ``batch_space`` of it), "different" (the envs' spaces may differ in
+        bounds but share shapes and dtypes; ``batch_differing_spaces`` of
+        them), or the given pair (the envs' spaces must have its single
+        space's shapes and dtypes). Else RuntimeError, gymnasium's message.
     autoreset_mode : AutoresetMode or str
         NEXT_STEP (default), SAME_STEP or DISABLED, as in gymnasium.
     max_concurrency : int, optional
@@ -243,6 +248,16 @@ class AsyncVectorEnv(VectorEnv):
         ``*_wait(timeout=...)`` only stops waiting (the call stays pending).
     on_worker_death, max_restarts, check_rewards
         vecenv's fault handling, as in :class:`~vecenv.ShmemVecEnv` (keyword only).
+    check_actions : bool
+        False (default): each env gets its action as gymnasium's ``iterate``
+        hands it out (a float64 batch on a float32 Box arrives as
+        ``np.float64``, a list's items unchanged), nothing range-checked; a
+        batch already of the space's dtype goes through shared memory, any
+        other through the worker pipes. True (vecenv's strict mode, keyword
+        only): every batch is checked against ``action_space`` (count,
+        shape, dtype, Discrete/MultiDiscrete/MultiBinary range) and cast to
+        its dtype before anything is sent; a bad one raises
+        :class:`~vecenv.InvalidArgumentError` (a ValueError).
 
     Attributes
     ----------
@@ -258,18 +273,24 @@ class AsyncVectorEnv(VectorEnv):
     InvalidArgumentError
         A custom ``worker``, bad ``max_concurrency`` or engine options (ValueError).
     SpaceError
-        A space that cannot live in shared memory (ValueError); envs whose
-        spaces differ raise a subclass that is also a RuntimeError.
+        With ``shared_memory=True``, a custom observation space (ValueError)
+        or a Graph/Sequence one (also a TypeError); envs whose spaces
+        disagree raise a subclass that is also a RuntimeError.
     WorkerError
         An env factory raised.
 
     Notes
     -----
-    Differences from gymnasium, all deliberate: after a ``*_wait`` timeout the
-    call stays pending (call the wait again, or ``close()``), where gymnasium
-    forgets it and leaves stale replies in its pipes; ``options`` given to
-    ``reset`` is not modified (gymnasium pops ``"reset_mask"`` from it); and
-    a worker error leaves the other envs usable after a ``reset()``.
+    Worker errors are logged through ``gymnasium.logger.error`` with
+    gymnasium's texts and re-raised as the env's exception type. Differences
+    from gymnasium, all deliberate: after a ``*_wait`` timeout the call stays
+    pending (call the wait again, or ``close()``), where gymnasium forgets it
+    and leaves stale replies in its pipes; ``options`` given to ``reset`` is
+    not modified (gymnasium pops ``"reset_mask"`` from it); a worker error
+    leaves the vector env usable after a ``reset()`` (gymnasium shuts the
+    worker down); no custom ``worker``; the env factories run only in the
+    workers (gymnasium also builds env 0 in the parent, and every env for
+    ``observation_mode="different"``).
     """
 
     def __init__(
@@ -612,8 +633,11 @@ class AsyncVectorEnv(VectorEnv):
 
         Raises
         ------
+        ActionTypeError
+            One scalar instead of a batch (a TypeError, as in gymnasium).
         InvalidArgumentError
-            Actions that do not fit ``action_space`` (a ValueError; nothing sent).
+            Not num_envs actions; with ``check_actions=True`` also actions
+            that do not fit ``action_space`` (a ValueError; nothing sent).
         AlreadyPendingCallError, ClosedEnvironmentError
         """
         self.step_async(actions)
