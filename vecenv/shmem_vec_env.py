@@ -309,6 +309,12 @@ class ShmemVecEnv(VecEnv):
     WorkerError
         An env factory raised; the message names the env and carries the
         worker's traceback.
+    WorkerDiedError
+        A worker died while building its envs; ``env_index`` is the env whose
+        factory it was inside.
+    VecEnvTimeoutError
+        Workers did not start within ``start_timeout``; the message names
+        each of them, the factory it is inside and the likely fix.
     """
 
     def __init__(
@@ -545,7 +551,7 @@ class ShmemVecEnv(VecEnv):
                 report_at += _START_REPORT_S
                 _log.warning(
                     "ShmemVecEnv: %d of %d workers ready after %.0f s (start method %r); "
-                    "waiting for %s; start_timeout=%s s",
+                    "still starting: %s; start_timeout=%s s",
                     n - len(pending),
                     n,
                     now - start,
