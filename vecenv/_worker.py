@@ -96,7 +96,7 @@ class Activity(enum.IntEnum):
     def describe(self, env: Optional[int]) -> str:
         """``"inside env 2's step()"`` and the like, for error messages."""
         if self is Activity.UNPICKLE or env is None:
-            return "while unpickling its env factories"
+            return "unpickling its env factories"
         if self is Activity.CREATE:
             return f"inside the factory of env {env}"
         what = {
@@ -112,6 +112,9 @@ class Activity(enum.IntEnum):
         }.get(self, f"activity {int(self)}")
         return f"inside env {env}'s {what}"
 
+
+# Plain ints for the step path (an enum member costs a lookup of ~0.1 us).
+_STEP, _RESET, _AUTORESET = int(Activity.STEP), int(Activity.RESET), int(Activity.AUTORESET)
 
 # The activity of each kind of call message ("call", what, ...).
 _CALL_ACTIVITY = {
@@ -339,7 +342,7 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
         # not in flight), so their rows hold valid observations again.
         infos = {}
         for i in reset_ids:
-            loop.ctrl.enter(spec.index, i, Activity.RESET)
+            loop.ctrl.enter(spec.index, i, _RESET)
             try:
                 infos[i] = loop._reset(i, i - spec.lo)
             except BaseException as exc:
@@ -447,10 +450,10 @@ class _Loop:
         for i, op in ops:
             try:
                 if op == _core.OP_STEP:
-                    enter(w, i, Activity.STEP)
+                    enter(w, i, _STEP)
                     info = self._step(i, i - lo)
                 else:
-                    enter(w, i, Activity.RESET)
+                    enter(w, i, _RESET)
                     info = self._reset(i, i - lo)
             except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -504,7 +507,7 @@ class _Loop:
         env = self.envs[k]
         if self.needs_reset[k]:
             self.needs_reset[k] = False
-            self.ctrl.enter(self.spec.index, i, Activity.AUTORESET)
+            self.ctrl.enter(self.spec.index, i, _AUTORESET)
             obs, info = env.reset()
             self._write_obs(i, obs)
             self.rewards[i] = 0.0
@@ -526,13 +529,13 @@ class _Loop:
                 # adds "terminal_observation" and "TimeLimit.truncated", so
                 # nothing is pickled unless the env's own infos are non-empty.
                 self._write_obs(i, obs, self.final_writer, "a final observation")
-                self.ctrl.enter(self.spec.index, i, Activity.AUTORESET)
+                self.ctrl.enter(self.spec.index, i, _AUTORESET)
                 obs, reset_info = env.reset()
                 if reset_info:
                     info = {**info, RESET_INFO_KEY: reset_info}
             elif mode == "same_step":
                 final_obs, final_info = copy.deepcopy(obs), info
-                self.ctrl.enter(self.spec.index, i, Activity.AUTORESET)
+                self.ctrl.enter(self.spec.index, i, _AUTORESET)
                 obs, reset_info = env.reset()
                 # gymnasium's layout: final_info, final_obs, then the reset info's keys.
                 info = {"final_info": final_info, "final_obs": final_obs, **reset_info}
