@@ -130,6 +130,11 @@ class _Stream:
         return self._fd
 
     def close(self) -> None:
+        """Close the descriptor; later reads and writes see end of file (the
+        number may be reused by another descriptor: never touch it again)."""
+        self._fd = -1
+        self.eof = True
+        self._out.clear()
         try:
             self._conn.close()
         except OSError:
@@ -143,7 +148,7 @@ class _Stream:
         """Read what the socket holds now and hand over complete frames.
         Sets ``eof`` when the peer closed its end."""
         fd = self._fd
-        while True:
+        while fd >= 0:
             body = self._body
             if body is not None and len(body) - self._body_got > _SCRATCH:
                 view = memoryview(body)[self._body_got :]  # straight into a big body
@@ -212,6 +217,8 @@ class _Stream:
     def _write_available(self) -> None:
         """Write what the socket takes now. Raises ChannelDead on a broken pipe."""
         out = self._out
+        if self._fd < 0:
+            raise ChannelDead()
         while out:
             view = out[0]
             try:

@@ -157,8 +157,9 @@ class _Resources:
                         chan.pump(0)
                     except Exception:
                         pass
+                live = [w for w, p in enumerate(self.procs) if p.exitcode is None]
                 mp_connection.wait(
-                    [p.sentinel for p in self.procs if p.exitcode is None],
+                    [self.procs[w].sentinel for w in live] + [self.chans[w] for w in live],
                     timeout=min(0.05, max(0.0, deadline - time.monotonic())),
                 )
             for proc in self.procs:  # join reaps and lets multiprocessing forget it
