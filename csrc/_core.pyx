@@ -640,6 +640,7 @@ cdef class Control:
                     n += 1
                 s = self._slot(self.env_worker[i])
                 ve_store(&s[4], ve_load(&s[3]))
+                ve_store(&s[5], 0)  # a dead writer waits for no room
         return <Py_ssize_t>n
 
     def take_ops(self, Py_ssize_t lo, Py_ssize_t hi):

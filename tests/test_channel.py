@@ -421,6 +421,9 @@ def test_control_dispatch_clears_status_and_tx_blocked_wakes_the_parent():
     assert ctrl.wait_ready(2, 0.0, 1.0) == -2  # read the pipe, then wait again
     ctrl.set_tx_blocked(0, False)
     assert ctrl.tx_blocked_workers() == [] and ctrl.wait_ready(2, 0.0, 0.01) == -1
+    ctrl.set_tx_blocked(0, True)  # then the worker dies: its flag goes with it
+    ctrl.forget(0, 2)
+    assert ctrl.tx_blocked_workers() == [] and ctrl.wait_ready(2, 0.0, 0.01) == -1
     del ctrl
     block.close()
 
