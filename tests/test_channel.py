@@ -13,6 +13,8 @@ import functools
 import hashlib
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import gymnasium as gym
@@ -277,6 +279,46 @@ def test_close_with_a_frame_cut_short_terminates_that_worker():
     venv.close(timeout=1.0)
     assert time.monotonic() - t0 < 4.0
     assert procs[0].exitcode is not None and procs[1].exitcode == 0
+
+
+_EXIT_SCRIPT = """
+import functools, sys, time
+import numpy as np
+import gymnasium as gym
+import vecenv
+
+class Env(gym.Env):
+    observation_space = gym.spaces.Box(0, 1e9, (1,), np.float64)
+    action_space = gym.spaces.Discrete(2)
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1), {}
+    def step(self, action):
+        return np.zeros(1), 0.0, False, False, {"blob": np.zeros(10_000_000, np.uint8)}
+    def nap(self):
+        time.sleep(1000)
+
+a = vecenv.ShmemVecEnv([Env], context="fork")
+a.reset()
+a._call_start("env_method", "nap", (), {}, [0])  # a worker stuck in a call
+b = vecenv.ShmemVecEnv([Env, Env], num_workers=1, batch_size=1, context="fork")
+b.reset()
+b.send(np.zeros(1, np.int64), b.recv()[4])  # a worker blocked sending 10 MB
+time.sleep(0.3)
+print("exiting", flush=True)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_interpreter_exit_with_messages_stuck_does_not_hang(tmp_path):
+    script = tmp_path / "exit_script.py"
+    script.write_text(_EXIT_SCRIPT)
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-P", str(script)], capture_output=True, text=True, timeout=45
+    )
+    assert out.returncode == 0, out.stderr
+    assert "exiting" in out.stdout
+    assert time.monotonic() - t0 < 30
 
 
 # ------------------------------------------------------------ refs and tickets
