@@ -17,7 +17,7 @@ inside a frame is restored by ``reset()``, which restarts its worker.
 Faults: every wait checks that the workers live (their exit status, every
 0.1 s) and has a deadline (the ``timeout`` watchdog). A dead, killed or
 timed-out worker is buried: killed if needed, reaped, and its envs' control
-bytes, published results and stashed messages forgotten. ``reset()`` starts
+bytes and published results forgotten (its channel is closed). ``reset()`` starts
 buried workers again; ``on_worker_death="restart"`` does so during a step and
 reports the envs as truncated. The segment handle stays valid for new workers
 because the parent keeps the memfd open; a new worker starts from its slot's
@@ -696,7 +696,7 @@ class ShmemVecEnv(VecEnv):
 
     def _bury(self, w: int) -> None:
         """Make sure worker ``w`` is dead and reaped, and forget its envs: their
-        control bytes, published results, stashed messages and in-flight marks.
+        control bytes, published results and in-flight marks, and its channel.
         reset() or the restart policy starts it again."""
         res = self._resources
         proc = res.procs[w]
