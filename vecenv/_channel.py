@@ -34,23 +34,30 @@ needs to be drained or resynchronised: stale ones are overwritten or dropped.
 
 Message kinds (tuples; ``kind`` first)
 --------------------------------------
-Parent -> worker (``ref`` = the request's number):
+Parent -> worker (``ref`` = the request's number; the worker handles them in
+order and answers with the same ``ref``):
 
 * ``("attach", handle, layout, reset_ids)``: right after ``spaces`` (the
-  worker is reading: no wake). Reply ``("attached", pid, infos)`` or ``("error", payload)``.
-* ``("reset_kwargs", {env: {"seed", "options"}})``: before the reset op that
-  uses them. No reply.
-* ``("call", what, name, args, kwargs, env_ids)``: reply ``("result", [(status, value), ...])``.
-* ``("sync", token)``: reply ``("synced", token)`` (kept for callers that want a barrier).
-* ``("close",)``: reply ``("closed",)``, then the worker exits.
+  worker is reading: no wake). The worker maps the block, resets
+  ``reset_ids`` and replies ``("attached", pid, infos)`` or ``("error", payload)``.
+* ``("reset_kwargs", {env: {"seed", "options"}})``: posted before the reset
+  op that uses them; the worker keeps them for that env's next reset. No reply.
+* ``("call", what, name, args, kwargs, env_ids)``: the worker runs it on each
+  env and replies ``("result", [(status, value), ...])``, one per env.
+* ``("sync", token)``: reply ``("synced", token)`` (a barrier; vecenv itself
+  no longer needs one).
+* ``("close",)``: the worker closes its envs, replies ``("closed",)`` and exits.
 
-Worker -> parent:
+Worker -> parent (the parent decodes each frame as it arrives):
 
 * ``("spaces", obs_space, act_space, metadata)`` or ``("error", payload)``
-  at start (``ref`` 0, unsolicited).
-* replies as above (``ref`` = the request's).
-* ``("round", {env: info}, {env: error_payload})`` after publishing envs
-  whose status is INFO or ERROR (``ref`` = the publish's ticket).
+  at start (``ref`` 0, unsolicited): kept as the reply to ref 0.
+* replies as above (``ref`` = the request's): kept by ref until the caller
+  that asked takes it; a reply nobody asks for any more is dropped at reset.
+* ``("round", {env: info}, {env: error_payload})`` right after publishing
+  envs whose status is INFO or ERROR (``ref`` = the publish's ticket): each
+  entry is kept for its env with the ticket, replacing an older one; the
+  parent takes it when it collects that env under that ticket.
 
 Wake-ups: after attach a worker reads its pipe only when woken. The parent
 adds 1 to the worker's ``msg_seq`` (and wakes it) *before* the first byte of a
