@@ -45,6 +45,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from vecenv import _core, _layout, _shm
+from vecenv._channel import WorkerChannel
 
 # How often an idle worker checks that its parent is still alive (seconds).
 PARENT_CHECK_S = 0.25
@@ -250,23 +251,15 @@ class _Parent:
         return True
 
 
-def _recv(conn, parent: _Parent):
+def _recv(conn: WorkerChannel, parent: _Parent):
     """Receive one message, giving up (None) if the parent dies meanwhile."""
-    while not conn.poll(PARENT_CHECK_S):
-        if not parent.alive():
-            return None
-    try:
-        return conn.recv()
-    except (EOFError, OSError):
-        return None
+    return conn.recv()
 
 
-def _send(conn, msg) -> bool:
-    try:
-        conn.send(msg)
-        return True
-    except (BrokenPipeError, EOFError, OSError):
-        return False
+def _send(conn: WorkerChannel, msg) -> bool:
+    """Send ``msg`` as the reply to the message received last (False: the
+    parent is gone). Pickling errors propagate."""
+    return conn.send(msg)
 
 
 def worker_main(spec: WorkerSpec, conn) -> None:
@@ -282,6 +275,7 @@ def worker_main(spec: WorkerSpec, conn) -> None:
         _die_with_parent(spec.parent_pid)
     parent = _Parent(spec.parent_pid)
     envs: List[Any] = []
+    conn = WorkerChannel(conn, parent.alive, PARENT_CHECK_S)
     try:
         _run(spec, conn, parent, envs)
     finally:
@@ -337,6 +331,7 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
     _, handle, layout, reset_ids = msg
     block = _shm.attach(handle, layout.nbytes)
     loop = _Loop(spec, conn, parent, envs, block, layout)
+    conn.bind(loop.ctrl, spec.index)  # blocked writes now wake a waiting parent
     try:
         # A restarted worker first resets the envs its parent holds (collected,
         # not in flight), so their rows hold valid observations again.
@@ -400,6 +395,7 @@ class _Loop:
             buf[spec.lo : spec.hi].fill(0)
 
     def release(self):
+        self.conn.bind(None, -1)  # the control region goes away below
         self.writer = None
         self.final_writer = None
         self.read_action = None
@@ -479,9 +475,11 @@ class _Loop:
                     errors[i] = error_payload(exc, i, "pickling the info dict")
                     statuses[done_envs.index(i)] = _core.STATUS_ERROR
                 payload = pickle.dumps(("round", {}, errors), protocol=pickle.HIGHEST_PROTOCOL)
-        self.ctrl.publish(done_envs, statuses)
+        ticket = self.ctrl.publish(done_envs, statuses, self.spec.index)
         if msg is not None:
-            self.conn.send_bytes(payload)
+            # After the publish: the parent reads it for the envs it collected
+            # under this ticket (vecenv._channel).
+            self.conn.send_body(payload, ticket)
 
     def _reseed_from(self, ops: List[Tuple[int, int]]) -> None:
         """Reseed the global generators from the first seed among this

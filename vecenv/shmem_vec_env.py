@@ -4,12 +4,20 @@ The parent owns the worker processes, the shared block and the state machine.
 Observations, actions, rewards and done flags live in shared memory; on the
 step path the only traffic between processes is a futex wake per worker and
 one per batch. Infos, terminal observations, errors and method calls use each
-worker's pipe, and only when there is something to send.
+worker's pipe (:mod:`vecenv._channel`: framing, deadlines, refs), and only
+when there is something to send.
+
+Interrupts: every method makes its state transition before the side effect
+it guards (NEEDS_RESET before a dispatch or a channel operation), so a
+KeyboardInterrupt between any two statements leaves a state from which
+``reset()`` is correct; replies and infos are matched by ref and ticket, so
+an abandoned one is never taken for a later one, and a channel interrupted
+inside a frame is restored by ``reset()``, which restarts its worker.
 
 Faults: every wait checks that the workers live (their exit status, every
 0.1 s) and has a deadline (the ``timeout`` watchdog). A dead, killed or
 timed-out worker is buried: killed if needed, reaped, and its envs' control
-bytes, published results and stashed messages forgotten. ``reset()`` starts
+bytes and published results forgotten (its channel is closed). ``reset()`` starts
 buried workers again; ``on_worker_death="restart"`` does so during a step and
 reports the envs as truncated. The segment handle stays valid for new workers
 because the parent keeps the memfd open; a new worker starts from its slot's
@@ -19,6 +27,7 @@ current cmd_seq and msg_seq.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import math
 import os
@@ -35,6 +44,7 @@ import numpy as np
 from gymnasium import spaces as gym_spaces
 
 from vecenv import _core, _layout, _shm
+from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
 from vecenv._worker import AUTORESET_MODES, RESET_INFO_KEY, Activity, WorkerSpec, worker_main
 from vecenv.base import Indices, VecEnv, check_batch_size, check_env_ids
 from vecenv.errors import (
@@ -128,38 +138,34 @@ class _Resources:
 
     def __init__(self):
         self.procs: list = []
-        self.conns: list = []
+        self.chans: List[ParentChannel] = []  # chans[w]: the parent's end of worker w's pipe
         self.segment: Optional[_shm.Segment] = None
         self.block = None
 
     def shutdown(self, timeout: float = 5.0, polite: bool = True) -> None:
         deadline = time.monotonic() + max(timeout, 0.0)
         if polite:
-            for conn, proc in zip(self.conns, self.procs):
-                if proc.exitcode is None:
-                    try:
-                        conn.send(("close",))
-                    except Exception:
-                        pass
-            # The close message sits on the pipe; the worker sees it when woken.
             ctrl = getattr(self, "ctrl", None)
-            if ctrl is not None:
-                for w in range(len(self.procs)):
+            for w, (chan, proc) in enumerate(zip(self.chans, self.procs)):
+                # A broken channel (an interrupted frame) cannot carry a close:
+                # that worker is terminated below.
+                if proc.exitcode is None and not chan.broken:
+                    post = None if ctrl is None else functools.partial(ctrl.post_message, w)
                     try:
-                        ctrl.post_message(w)
+                        chan.request(("close",), min(deadline, time.monotonic() + 1.0), post)
                     except Exception:
                         pass
-            # Drain the pipes meanwhile: a worker blocked sending a large info
+            # Read the pipes meanwhile: a worker blocked sending a large info
             # message would otherwise never read its close message.
             while time.monotonic() < deadline and any(p.exitcode is None for p in self.procs):
-                for conn in self.conns:
+                for chan in self.chans:
                     try:
-                        while conn.poll():
-                            conn.recv_bytes()
-                    except (EOFError, OSError):
+                        chan.pump(0)
+                    except Exception:
                         pass
+                live = [w for w, p in enumerate(self.procs) if p.exitcode is None]
                 mp_connection.wait(
-                    [p.sentinel for p in self.procs if p.exitcode is None],
+                    [self.procs[w].sentinel for w in live] + [self.chans[w] for w in live],
                     timeout=min(0.05, max(0.0, deadline - time.monotonic())),
                 )
             for proc in self.procs:  # join reaps and lets multiprocessing forget it
@@ -175,11 +181,8 @@ class _Resources:
                     pass
             for p in alive:
                 p.join(1.0)
-        for conn in self.conns:
-            try:
-                conn.close()
-            except Exception:
-                pass
+        for chan in self.chans:
+            chan.close()
         self.ctrl = None
         if self.block is not None:
             try:
@@ -191,7 +194,7 @@ class _Resources:
             self.segment.close()
             self.segment = None
         self.procs = []
-        self.conns = []
+        self.chans = []
 
 
 def _shutdown(resources: _Resources) -> None:
@@ -397,7 +400,6 @@ class ShmemVecEnv(VecEnv):
         self._seeds: List[Optional[int]] = [None] * num_envs
         self._options: Dict[int, Any] = {}
         self.reset_infos: List[Dict[str, Any]] = [{} for _ in range(num_envs)]
-        self._stash: Dict[int, Tuple[str, Any]] = {}
         # Fault handling (see "Errors and fault handling" in the README).
         self.on_worker_death = on_worker_death
         self.max_restarts = int(max_restarts)
@@ -406,8 +408,6 @@ class ShmemVecEnv(VecEnv):
         self._dead: set = set()  # workers dead or killed, not yet restarted
         self._restarted: set = set()  # envs whose next result reports a restart
         self._restart_infos: Dict[int, Any] = {}  # their reset infos
-        self._dirty = False  # a pipe may hold unread replies: resync at reset
-        self._open_calls = 0  # calls started and not yet finished
         self._reset_restarts: Optional[set] = None  # workers restarted by this reset()
         self._pending_kwargs: Dict[int, Dict[str, Any]] = {}  # this reset's seeds/options
         self._next_check = 0.0  # time.monotonic() of the next liveness check on the fast path
@@ -559,7 +559,7 @@ class ShmemVecEnv(VecEnv):
                     "; ".join(f"worker {w} {self._starting(w)}" for w in sorted(pending)),
                     start_timeout,
                 )
-            waitables = {res.conns[w]: w for w in pending}
+            waitables: Dict[Any, int] = {res.chans[w]: w for w in pending}
             waitables.update({res.procs[w].sentinel: w for w in pending})
             ready = mp_connection.wait(
                 list(waitables), timeout=max(0.0, min(deadline, report_at) - now)
@@ -569,22 +569,22 @@ class ShmemVecEnv(VecEnv):
                 w = waitables[obj]
                 if w not in pending:
                     continue
-                conn = res.conns[w]
-                try:
-                    while w in pending and conn.poll():
-                        msg = conn.recv()
-                        if msg[0] == "progress":
-                            self._progress[w] = (msg[1], msg[2])
-                        elif msg[0] == "error":
-                            errors.append(msg[1])
-                            pending.discard(w)
-                        else:
-                            self._progress.pop(w, None)
-                            replies[w] = msg
-                            pending.discard(w)
-                except (EOFError, OSError):
-                    pass
-                if w in pending and res.procs[w].exitcode is not None:
+                chan = res.chans[w]
+                alive = chan.pump(0)
+                # Unsolicited start-up messages carry ref 0; a later one
+                # replaces an earlier one, and only the last matters.
+                msg = chan.replies.pop(0, None)
+                if msg is not None:
+                    if msg[0] == "progress":
+                        self._progress[w] = (msg[1], msg[2])
+                    elif msg[0] == "error":
+                        errors.append(msg[1])
+                        pending.discard(w)
+                    else:
+                        self._progress.pop(w, None)
+                        replies[w] = msg
+                        pending.discard(w)
+                if w in pending and (not alive or res.procs[w].exitcode is not None):
                     died.append(w)
             if errors:
                 raise self._worker_error(min(errors, key=lambda p: p.get("env_index") or 0))
@@ -662,7 +662,7 @@ class ShmemVecEnv(VecEnv):
 
     def _spawn(self, w: int) -> None:
         """Start the process of worker ``w`` and record it (and the parent's
-        end of its pipe) as ``procs[w]``, ``conns[w]``."""
+        end of its pipe) as ``procs[w]``, ``chans[w]``."""
         ctx = self._ctx
         spec = self._specs[w]
         spec.environ = dict(os.environ)  # as of this start (forkserver would be stale)
@@ -692,15 +692,16 @@ class ShmemVecEnv(VecEnv):
         old_handler = None
         if threading.current_thread() is threading.main_thread():
             old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        procs, conns = self._resources.procs, self._resources.conns
+        procs, chans = self._resources.procs, self._resources.chans
         try:
             proc.start()
+            chan = ParentChannel(parent_conn, proc.sentinel)
             # Recorded before SIGINT is unblocked, so Ctrl-C cannot orphan it.
             if w < len(procs):
-                procs[w], conns[w] = proc, parent_conn
+                procs[w], chans[w] = proc, chan
             else:
                 procs.append(proc)
-                conns.append(parent_conn)
+                chans.append(chan)
         finally:
             if old_handler is not None:
                 signal.signal(signal.SIGINT, old_handler)
@@ -736,6 +737,7 @@ class ShmemVecEnv(VecEnv):
         self._rew, self._term, self._trunc = rew, term, trunc
         self._final_bufs = layout.final_views(block)  # "sb3" autoreset: last observations
         self._status = self._ctrl.arrays()[1]
+        self._tickets = self._ctrl.arrays()[3]  # a round message carries its env's ticket
         self._write_actions = _layout.make_action_writer(layout.action_leaves, self.action_space)
         self._unflatten_obs = _layout.make_unflattener(self.observation_space)
         self._single_obs = not isinstance(
@@ -750,8 +752,8 @@ class ShmemVecEnv(VecEnv):
         ]
         self._obs_rows = [_layout._bytes2d(b) for b in self._obs_bufs]  # (num_envs, row_bytes) u8
         deadline = time.monotonic() + start_timeout
-        for conn in res.conns:
-            conn.send(("attach", res.segment.handle, layout, []))
+        for w in range(num_workers):  # the workers are reading: no wake needed
+            self._post(w, ("attach", res.segment.handle, layout, []), deadline, wake=False)
         for w in range(num_workers):
             msg = self._recv(w, deadline, "attaching the workers")
             if msg[0] != "attached":
@@ -759,8 +761,17 @@ class ShmemVecEnv(VecEnv):
         res.segment.unlink()  # no name left once everyone is attached (macOS)
 
     # ------------------------------------------------------------ plumbing
-    def _recv(self, w: int, deadline: Optional[float], what: str, keep: bool = False):
-        """Receive a message from worker ``w``.
+    def _recv(
+        self,
+        w: int,
+        deadline: Optional[float],
+        what: str,
+        keep: bool = False,
+        ref: Optional[int] = None,
+    ):
+        """Receive the reply to request ``ref`` (default: the last request
+        posted to worker ``w``, or its first message) from worker ``w``.
+        Round messages that arrive meanwhile are kept for their envs.
 
         Raises
         ------
@@ -768,42 +779,65 @@ class ShmemVecEnv(VecEnv):
             The worker died first (the caller buries or restarts it).
         VecEnvTimeoutError
             ``deadline`` (a ``time.monotonic()`` value) passed; unless ``keep``
-            (the caller will wait again) the worker was killed, since a late
-            reply would leave its pipe out of step.
+            (the caller will wait again) the worker was killed.
+        StateError
+            The channel was broken by an interrupt: reset() first.
         """
-        res = self._resources
-        conn, proc = res.conns[w], res.procs[w]
-        while True:
-            left = _SLICE_S if deadline is None else min(_SLICE_S, deadline - time.monotonic())
-            if left <= 0:
-                lo, hi = self._ranges[w]
-                if keep:
-                    hint = "; the call is still pending"
-                else:
-                    self._bury(w)
-                    hint = self._killed_hint([w])
-                raise VecEnvTimeoutError(
-                    f"envs {list(range(lo, hi))} (worker {w}) did not answer within the "
-                    f"timeout while {what}{hint}",
-                    env_indices=range(lo, hi),
-                )
-            ready = mp_connection.wait([conn, proc.sentinel], timeout=left)
-            if conn in ready:
-                try:
-                    return conn.recv()
-                except (EOFError, OSError):
-                    pass
-            elif proc.sentinel not in ready:
-                continue
-            raise self._died(w, what)
-
-    def _post(self, w: int, msg) -> None:
-        """Put ``msg`` on worker ``w``'s pipe and tell the worker."""
+        chan = self._resources.chans[w]
         try:
-            self._resources.conns[w].send(msg)
-        except OSError:  # BrokenPipeError and friends: the worker is gone
-            raise self._died(w, f"sending it a {msg[0]!r} message") from None
-        self._ctrl.post_message(w)
+            return chan.reply(chan.last_ref if ref is None else ref, deadline)
+        except ChannelTimeout:
+            raise self._timeout_error(w, what, keep) from None
+        except ChannelDead:
+            raise self._died(w, what) from None
+        except ChannelBroken:
+            raise self._broken_error(w, what) from None
+
+    def _post(self, w: int, msg, deadline: Optional[float] = None, wake: bool = True) -> int:
+        """Send ``msg`` to worker ``w`` (woken first unless ``wake`` is False)
+        and return its ref. ``deadline`` defaults to ``timeout`` from now.
+
+        Raises
+        ------
+        WorkerDiedError, StateError
+            As :meth:`_recv`.
+        VecEnvTimeoutError
+            The frame could not be written in time: the worker was killed.
+        """
+        chan = self._resources.chans[w]
+        if deadline is None and self.timeout is not None:
+            deadline = time.monotonic() + self.timeout
+        post = functools.partial(self._ctrl.post_message, w) if wake else None
+        what = f"sending it a {msg[0]!r} message"
+        try:
+            return chan.request(msg, deadline, post)
+        except ChannelTimeout:
+            raise self._timeout_error(w, what, False) from None
+        except ChannelDead:
+            raise self._died(w, what) from None
+        except ChannelBroken:
+            raise self._broken_error(w, what) from None
+
+    def _timeout_error(self, w: int, what: str, keep: bool) -> VecEnvTimeoutError:
+        lo, hi = self._ranges[w]
+        if keep:
+            hint = "; the call is still pending"
+        else:
+            self._bury(w)
+            hint = self._killed_hint([w])
+        return VecEnvTimeoutError(
+            f"envs {list(range(lo, hi))} (worker {w}) did not answer within the "
+            f"timeout while {what}{hint}",
+            env_indices=range(lo, hi),
+        )
+
+    def _broken_error(self, w: int, what: str) -> StateError:
+        self._state = State.NEEDS_RESET
+        lo, hi = self._ranges[w]
+        return StateError(
+            f"cannot use the pipe of worker {w} (envs {list(range(lo, hi))}) while {what}: "
+            "an interrupt (Ctrl-C) cut a message short; call reset(), which restarts that worker"
+        )
 
     def _died(self, w: int, what: str) -> WorkerDiedError:
         proc = self._resources.procs[w]
@@ -852,7 +886,7 @@ class ShmemVecEnv(VecEnv):
 
     def _bury(self, w: int) -> None:
         """Make sure worker ``w`` is dead and reaped, and forget its envs: their
-        control bytes, published results, stashed messages and in-flight marks.
+        control bytes, published results and in-flight marks, and its channel.
         reset() or the restart policy starts it again."""
         res = self._resources
         proc = res.procs[w]
@@ -862,16 +896,11 @@ class ShmemVecEnv(VecEnv):
             except Exception:
                 pass
             proc.join(5.0)
-        try:
-            res.conns[w].close()
-        except Exception:
-            pass
+        res.chans[w].close()
         if self._ctrl is None:  # still constructing: the caller shuts down
             return
         lo, hi = self._ranges[w]
         self._ctrl.forget(lo, hi)  # clears their in-flight flags too
-        for i in range(lo, hi):
-            self._stash.pop(i, None)
         self._dead.add(w)
 
     def _dead_workers(self) -> List[int]:
@@ -947,7 +976,6 @@ class ShmemVecEnv(VecEnv):
         while True:
             self._bury(w)
             self._spawn(w)
-            conn = res.conns[w]
             deadline = time.monotonic() + self._start_timeout
             try:
                 msg = self._recv_started(w, deadline, what)
@@ -958,10 +986,7 @@ class ShmemVecEnv(VecEnv):
                         f"worker {w} came back with spaces ({msg[1]}, {msg[2]}), expected "
                         f"({self._spaces[0]}, {self._spaces[1]})"
                     )
-                try:
-                    conn.send(("attach", res.segment.handle, self._layout, held))
-                except OSError:
-                    raise self._died(w, what) from None
+                self._post(w, ("attach", res.segment.handle, self._layout, held), deadline, False)
                 msg = self._recv(w, deadline, what)
                 if msg[0] == "error":
                     raise self._worker_error(msg[1])
@@ -1016,31 +1041,11 @@ class ShmemVecEnv(VecEnv):
             self._term[i] = False
             self._trunc[i] = True
 
-    def _resync(self) -> None:
-        """Drop replies an interrupted read left on the pipes: each live worker
-        echoes a token, and everything it sent before the echo is discarded."""
-        token = os.urandom(8)
-        live = [w for w in range(len(self._ranges)) if w not in self._dead]
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        posted = []
-        for w in live:
-            try:
-                self._post(w, ("sync", token))
-                posted.append(w)
-            except WorkerDiedError:
-                self._on_deaths([w], "reset")
-        for w in posted:
-            while True:
-                try:
-                    msg = self._recv(w, deadline, "reset")
-                except WorkerDiedError:
-                    self._on_deaths([w], "reset")
-                    break
-                if msg[0] == "synced" and msg[1] == token:
-                    break
-        self._stash.clear()
-        self._dirty = False
-        self._open_calls = 0
+    def _broken_workers(self) -> List[int]:
+        """Live workers whose channel an interrupt broke (reset() restarts them)."""
+        return [
+            w for w, chan in enumerate(self._resources.chans) if chan.broken and w not in self._dead
+        ]
 
     def _worker_error(self, payload) -> WorkerError:
         i = payload.get("env_index")
@@ -1105,8 +1110,26 @@ class ShmemVecEnv(VecEnv):
                         env_indices=late,
                     )
                 self._timed_out(what)
-            if ctrl.wait_ready(target, 0.0, max(left, 0.0)) >= 0:
+            if self._wait_ready(target, max(left, 0.0)) >= 0:
                 return
+
+    def _wait_ready(self, target: int, timeout: float) -> int:
+        """``ctrl.wait_ready`` for at most ``timeout`` seconds, reading the
+        pipes of workers that wait for room on them (a worker blocked sending
+        a large info would never take its next op). -1 when the time ran out
+        or a worker is gone (the caller checks liveness)."""
+        ctrl = self._ctrl
+        end = time.monotonic() + timeout
+        while True:
+            r = ctrl.wait_ready(target, 0.0, max(end - time.monotonic(), 0.0))
+            if r != -2:
+                return r
+            chans = self._resources.chans
+            for w in ctrl.tx_blocked_workers():
+                if w not in self._dead and not chans[w].pump(0.002):
+                    return -1
+            if time.monotonic() >= end:
+                return -1
 
     def _timed_out(self, what: str) -> None:
         """Kill the workers of the envs still running and raise VecEnvTimeoutError."""
@@ -1133,33 +1156,27 @@ class ShmemVecEnv(VecEnv):
         """
         infos: Dict[int, Any] = {}
         errors: Dict[int, Any] = {}
-        status = self._status
-        self._dirty = True  # until every expected message is read
+        status, tickets = self._status, self._tickets
+        chans = self._resources.chans
+        what = "reading infos"
         for i in ids:
             i = int(i)
-            while status[i] and i not in self._stash:
+            while status[i]:
                 w = int(self._env_worker[i])
                 deadline = None if self.timeout is None else time.monotonic() + self.timeout
                 try:
-                    msg = self._recv(w, deadline, "reading infos")
-                except WorkerDiedError:
-                    self._on_deaths([w], "reading infos")
+                    # The message of the publish this env was collected under.
+                    kind, value = chans[w].round_entry(i, int(tickets[i]), deadline)
+                except ChannelDead:
+                    self._on_deaths([w], what)  # a restart clears the status
                     continue
-                self._stash_round(msg)
-            if not status[i]:
-                continue
-            kind, value = self._stash.pop(i)
-            (infos if kind == "info" else errors)[i] = value
-        self._dirty = False
+                except ChannelTimeout:
+                    raise self._timeout_error(w, what, False) from None
+                except ChannelBroken:
+                    raise self._broken_error(w, what) from None
+                (infos if kind == "info" else errors)[i] = value
+                break
         return infos, errors
-
-    def _stash_round(self, msg) -> None:
-        """Keep a worker's ("round", infos, errors) message per env until read."""
-        _, m_infos, m_errors = msg
-        for j, info in m_infos.items():
-            self._stash[j] = ("info", info)
-        for j, err in m_errors.items():
-            self._stash[j] = ("error", err)
 
     def _raise_errors(self, errors: Dict[int, Any]) -> None:
         first = min(errors)
@@ -1295,7 +1312,11 @@ class ShmemVecEnv(VecEnv):
         options given by :meth:`seed` and :meth:`set_options`.
 
         Dead or killed workers are started again first (their envs are added
-        to ``env_ids``); envs in flight are waited for and their results dropped.
+        to ``env_ids``), and so are workers whose pipe an interrupt (Ctrl-C)
+        cut inside a message; envs in flight are waited for and their results
+        dropped. A pending reset (say, one that Ctrl-C interrupted between
+        reset_async and reset_wait) is abandoned and started again; a pending
+        step_async is not (call step_wait first; :meth:`step` never leaves one).
 
         Parameters
         ----------
@@ -1306,7 +1327,7 @@ class ShmemVecEnv(VecEnv):
         Raises
         ------
         StateError
-            A step or reset is pending (call its wait first), or a subset
+            A step_async() is pending (call step_wait() first), or a subset
             reset with ``batch_size < num_envs``.
         InvalidArgumentError
             Bad ``env_ids``.
@@ -1314,18 +1335,26 @@ class ShmemVecEnv(VecEnv):
             A worker could not be started again, or the envs in flight failed
             to finish; the vec env still needs a reset.
         """
-        self._guard("reset_async", State.NEEDS_RESET, State.IDLE, State.RUNNING)
+        self._guard(
+            "reset_async",
+            State.NEEDS_RESET,
+            State.IDLE,
+            State.RUNNING,
+            State.RESET_PENDING,
+        )
         ids = self._reset_ids(env_ids)
         self._state = State.NEEDS_RESET  # until the reset completes
         self._reset_restarts = set()  # a worker may be restarted once per reset
         try:
+            for w in self._broken_workers():  # a new pipe and a new worker: exact
+                self._bury(w)
             dead = sorted(self._dead.union(self._dead_workers()))
             if dead:
                 self._on_deaths(dead, "reset")
             if self._in_flight.any():
                 self._drain("reset")
-            if self._dirty:
-                self._resync()
+            for chan in self._resources.chans:  # replies of abandoned calls, old infos
+                chan.forget_stale()
             if ids is not None and self._reset_restarts:  # their envs are new: reset them too
                 new = [i for w in self._reset_restarts for i in range(*self._ranges[w])]
                 ids = np.union1d(ids, np.asarray(new, dtype=np.int64))
@@ -1391,7 +1420,6 @@ class ShmemVecEnv(VecEnv):
         if self._state is not State.RESET_PENDING:
             self._guard("reset_wait", State.RESET_PENDING)
         self._state = State.NEEDS_RESET  # until the reset completes (see step_wait)
-        self._dirty = True
         try:
             ids = np.flatnonzero(self._in_flight)
             n = len(ids)
@@ -1415,7 +1443,6 @@ class ShmemVecEnv(VecEnv):
                 self._reset_restarts = None
         self.reset_infos = infos
         self._pending_kwargs = {}
-        self._dirty = False
         self._state = State.IDLE
         return self._obs_batch()
 
@@ -1445,9 +1472,9 @@ class ShmemVecEnv(VecEnv):
         n = int(self._in_flight.sum())
         if n:
             self._wait(n, what)
+            # Their round messages are never read: a later read asks for the
+            # ticket of a later publish, so these are stale and overwritten.
             self._ctrl.collect(n, self._ids_out)
-            self._read_flagged(self._ids_out[:n])
-        self._stash.clear()
 
     def _check_step_async(self) -> None:
         """Guard of step_async: idle, and lockstep (batch_size == num_envs)."""
@@ -1477,10 +1504,21 @@ class ShmemVecEnv(VecEnv):
             A step is already pending, reset() was not called, or the vec env
             uses batch_size < num_envs (use send/recv).
         """
+        self._step_start(actions)
+        self._state = State.STEP_PENDING
+
+    def _step_start(self, actions) -> None:
         self._check_step_async()
         self._write_actions(actions, self._act_bufs)
+        self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
         self._ctrl.dispatch_all(_core.OP_STEP)
-        self._state = State.STEP_PENDING
+
+    def step(self, actions):
+        """:meth:`step_async` then :meth:`step_wait`, without passing through
+        STEP_PENDING: a Ctrl-C anywhere in it leaves NEEDS_RESET, from which
+        :meth:`reset` recovers (see step_wait for what it returns and raises)."""
+        self._step_start(actions)
+        return self._step_finish()
 
     def step_wait(self):
         """Wait for the step started by :meth:`step_async`.
@@ -1511,9 +1549,11 @@ class ShmemVecEnv(VecEnv):
         if self._state is not State.STEP_PENDING:
             self._guard("step_wait", State.STEP_PENDING)
         # Until this step completes: any exception (Ctrl-C too) leaves a vec
-        # env whose reset() drains the envs in flight and resyncs the pipes.
+        # env whose reset() drains the envs in flight.
         self._state = State.NEEDS_RESET
-        self._dirty = True
+        return self._step_finish()
+
+    def _step_finish(self):
         n = self.num_envs
         self._wait(n, "step", State.STEP_PENDING)
         flagged = self._ctrl.collect_all()
@@ -1530,7 +1570,6 @@ class ShmemVecEnv(VecEnv):
         self._add_terminal(ended, ended, infos)
         if self._restarted:
             self._report_restarts(range(n), infos)
-        self._dirty = False
         self._state = State.IDLE
         return self._obs_batch(), self._rew.copy(), self._term | self._trunc, infos
 
@@ -1567,6 +1606,7 @@ class ShmemVecEnv(VecEnv):
                 f"env_ids {busy.tolist()} are still in flight: recv() them before sending again"
             )
         self._write_actions(actions, self._act_bufs, ids)
+        self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
         self._ctrl.dispatch(ids, _core.OP_STEP)
         self._state = State.RUNNING
 
@@ -1601,7 +1641,6 @@ class ShmemVecEnv(VecEnv):
                 "send() actions for the env_ids of the last recv() first"
             )
         self._state = State.NEEDS_RESET  # until this batch is collected (see step_wait)
-        self._dirty = True
         self._wait(k, "step", State.RUNNING)
         flagged = self._ctrl.collect(k, self._ids_out)
         ids = self._ids_out[:k].copy()
@@ -1638,7 +1677,6 @@ class ShmemVecEnv(VecEnv):
                 _core.gather_rows(src, ids, _layout._bytes2d(dst))
                 leaves.append(dst)
         obs = leaves[0] if self._single_obs else self._unflatten_obs(leaves)
-        self._dirty = False
         self._state = State.RUNNING if self._in_flight.any() else State.IDLE
         return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
 
@@ -1662,19 +1700,13 @@ class ShmemVecEnv(VecEnv):
 
     def _call_start(self, what: str, name: str, args, kwargs, indices: Indices):
         """Send a call to the envs ``indices``; :meth:`_call_finish` collects the
-        replies. Nothing else may be sent to the workers in between."""
+        replies. Nothing but other calls may be sent to the workers in between.
+
+        The state is NEEDS_RESET while the frames are written (a Ctrl-C that
+        cuts one leaves a state that needs the reset which restores the
+        channel) and goes back to what it was once they are."""
         self._guard(what, State.IDLE, State.NEEDS_RESET)
         ids = self._indices(indices)
-        if self._state is State.NEEDS_RESET and (
-            self._in_flight.any() or (self._dirty and not self._open_calls)
-        ):
-            # After a death, a timeout or Ctrl-C, envs may still be running and
-            # pipes may hold their round messages or the reply of an abandoned
-            # call: a reply read now could be one of those. Let the envs finish
-            # and clear the pipes first (not while this caller's own earlier
-            # calls are still unanswered).
-            self._drain(what)
-            self._resync()
         by_worker: Dict[int, List[int]] = {}
         for i in ids:
             by_worker.setdefault(int(self._env_worker[i]), []).append(i)
@@ -1684,19 +1716,41 @@ class ShmemVecEnv(VecEnv):
                 f"{what}() cannot reach envs of dead worker(s) {dead}: call reset() first, "
                 "which starts them again"
             )
-        self._dirty = True  # until every reply is read (reset() resyncs otherwise)
+        broken = [w for w in self._broken_workers() if w in by_worker]
+        if broken:
+            raise self._broken_error(broken[0], f"starting {what}()")
+        prev = self._state
+        if prev is State.NEEDS_RESET and self._in_flight.any():
+            # After a death, a timeout or Ctrl-C envs may still be running; the
+            # worker reads the call only after its round, so let them finish.
+            self._drain(what)
+        self._state = State.NEEDS_RESET  # until every frame is written
+        refs: Dict[int, int] = {}
         try:
             for w, wids in by_worker.items():
-                self._post(w, ("call", what, name, args, kwargs, wids))
+                refs[w] = self._post(w, ("call", what, name, args, kwargs, wids))
         except WorkerDiedError as exc:
             self._bury(int(self._env_worker[exc.env_indices[0]]))
-            self._state = State.NEEDS_RESET
             raise
-        self._open_calls += 1
-        return {"what": what, "name": name, "ids": ids, "by_worker": by_worker, "results": {}}
+        except BaseException:
+            # An arg that does not pickle, or a Ctrl-C between two frames: the
+            # channels are whole, and replies already asked for are only stale.
+            if not self._broken_workers() and not self._dead.intersection(by_worker):
+                self._state = prev
+            raise
+        self._state = prev
+        return {
+            "what": what,
+            "name": name,
+            "ids": ids,
+            "by_worker": by_worker,
+            "refs": refs,
+            "results": {},
+        }
 
     def _call_finish(self, pending) -> List[Any]:
-        """Collect the replies of :meth:`_call_start`.
+        """Collect the replies of :meth:`_call_start` (each matched by its ref:
+        a reply of an abandoned call is never taken for this one).
 
         After the timeout of a single wait (``_wait_timeout``), calling it
         again with the same ``pending`` waits for the workers not yet heard.
@@ -1704,7 +1758,7 @@ class ShmemVecEnv(VecEnv):
         Ctrl-C, the vec env needs a reset().
         """
         what, name, ids = pending["what"], pending["name"], pending["ids"]
-        by_worker, results = pending["by_worker"], pending["results"]
+        by_worker, results, refs = pending["by_worker"], pending["results"], pending["refs"]
         lost = sorted(w for w in by_worker if w in self._dead)
         if lost:
             raise StateError(
@@ -1714,29 +1768,23 @@ class ShmemVecEnv(VecEnv):
         limit = self._wait_timeout if keep else self.timeout
         deadline = None if limit is None else time.monotonic() + limit
         where = f"{what}({name!r})"
+        prev = self._state
+        self._state = State.NEEDS_RESET  # until every reply is read
         try:
             for w, wids in list(by_worker.items()):
-                msg = self._recv(w, deadline, where, keep=keep)
-                while msg[0] == "round":  # a step's infos sent before the reply
-                    self._stash_round(msg)
-                    msg = self._recv(w, deadline, where, keep=keep)
-                _, values = msg
+                _, values = self._recv(w, deadline, where, keep=keep, ref=refs[w])
                 del by_worker[w]  # answered: a retry after a timeout skips it
                 for i, value in zip(wids, values):
                     results[i] = value
         except VecEnvTimeoutError:
-            if not keep:
-                self._state = State.NEEDS_RESET
-                self._open_calls = 0
+            if keep:
+                self._state = prev  # still pending: wait again
             raise
         except BaseException as exc:
             if isinstance(exc, WorkerDiedError):
                 self._bury(int(self._env_worker[exc.env_indices[0]]))
-            self._state = State.NEEDS_RESET
-            self._open_calls = 0  # abandoned: the next call resyncs the pipes
             raise
-        self._open_calls = max(0, self._open_calls - 1)
-        self._dirty = self._open_calls > 0
+        self._state = prev
         errors = {i: v for i, (kind, v) in results.items() if kind != "ok"}
         if errors:
             raise self._worker_error(errors[min(errors)])
