@@ -47,6 +47,7 @@ from vecenv.errors import (
     VecEnvTimeoutError,
     WorkerDiedError,
     WorkerError,
+    as_env_exception,
 )
 
 _NONE = np.empty(0, dtype=np.intp)  # no env indices
@@ -470,7 +471,8 @@ class ShmemVecEnv(VecEnv):
             for w in range(len(self._ranges)):
                 msg = self._recv(w, deadline, "starting the workers")
                 if msg[0] == "error":
-                    raise self._worker_error(msg[1])
+                    # As the env's own type too: `except NameNotFound` works.
+                    raise as_env_exception(self._worker_error(msg[1]))
                 _, obs_space, act_space, metadata = msg
                 if spaces is None:
                     spaces = (obs_space, act_space)
