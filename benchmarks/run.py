@@ -273,6 +273,15 @@ def probe_env(spec: EnvSpec):
     return spaces, None
 
 
+def time_one_env(spec: EnvSpec) -> float:
+    """Seconds to build, reset and close one env (imports already done)."""
+    t0 = time.perf_counter()
+    env = spec.factory()()
+    env.reset(seed=0)
+    env.close()
+    return time.perf_counter() - t0
+
+
 def sample_actions(space, shape_prefix: Tuple[int, ...], seed: int) -> np.ndarray:
     """Pre-sample actions: an array of shape ``shape_prefix + space.shape``."""
     space.seed(seed)
@@ -974,16 +983,23 @@ OPEN_CLOSE_S: Dict[str, Callable[[int], float]] = {
 }
 
 
-def estimate_cell_s(args, key: str, n: int, cores: int) -> float:
+IN_PROCESS = ("gym_sync", "envpool_sync", "envpool_async")
+
+
+def estimate_cell_s(args, key: str, n: int, cores: int, make_s: float = 0.0) -> float:
     """Predicted seconds for one cell: every session's warm-up and rounds, the
-    layout trials of vecenv_best, opening and closing."""
+    layout trials of vecenv_best, opening and closing, and building the envs
+    (``make_s`` seconds each, as the probe measured; in parallel on the cores
+    for multiprocess contenders)."""
     per_session = args.warmup + args.rounds * (args.seconds + 0.01)
-    total = per_session  # the raw env
+    total = per_session + make_s  # the raw env
+    build = n * make_s / cores
     for name in args.contenders:
         total += per_session + OPEN_CLOSE_S.get(name, lambda n: 0.15)(n)
+        total += n * make_s if name in IN_PROCESS else build
         if name == "vecenv_best":
             trial = max(args.seconds / 2, 0.05)
-            total += len(_layout_candidates(n, cores)) * (1.5 * trial + 0.15)
+            total += len(_layout_candidates(n, cores)) * (1.5 * trial + 0.15 + build)
     if key == "noop":
         total += args.rounds * 0.1  # the C floor
     return total
@@ -1054,9 +1070,12 @@ def run(args) -> Dict[str, Any]:
 
     # Which envs and contenders can run at all.
     env_specs = []
+    make_s: Dict[str, float] = {}  # seconds to build, reset and close one env
     for key in args.envs:
         spec = ENVS[key]
         spaces, why = probe_env(spec)
+        if why is None:
+            make_s[key] = time_one_env(spec)
         if why is not None:
             report["skipped"].append({"env": spec.label, "reason": why})
             console.print(f"[yellow]skip env {spec.label}[/yellow]: {why}")
@@ -1078,7 +1097,7 @@ def run(args) -> Dict[str, Any]:
         console.print(f"[yellow]{floor.note}[/yellow]")
 
     cells = [(spec, spaces, n) for spec, spaces in env_specs for n in args.num_envs]
-    plan = [estimate_cell_s(args, spec.key, n, cores) for spec, _, n in cells]
+    plan = [estimate_cell_s(args, spec.key, n, cores, make_s[spec.key]) for spec, _, n in cells]
     report["estimated_s"] = round(sum(plan), 1)
     console.print(
         f"{len(cells)} cells ({len(env_specs)} envs x {len(args.num_envs)} sizes), "
