@@ -1440,7 +1440,7 @@ def print_conclusion(report: Dict[str, Any], console: Console) -> None:
         if as_fast:
             parts.append(
                 f"gymnasium's in-process SyncVectorEnv is as fast or faster at num_envs "
-                f"{_sizes(as_fast)}: there a step is too cheap for worker processes to pay off"
+                f"{_sizes(as_fast)}: worker processes gain nothing there for this env"
             )
         elif any(r["gym_sync_vs_vecenv"] is not None for r in mine):
             parts.append("gymnasium's in-process SyncVectorEnv is slower at every size")

@@ -124,7 +124,12 @@ def test_recommend_names_the_layout_and_when_in_process_is_as_fast():
     assert "is slower here (0.25x" in lines[3]
     lines = bench.recommend(_results((100.0, 90.0), 97.0))
     assert lines[0].startswith("fastest: vecenv num_workers=1")
-    assert any("as fast or faster here (0.97x" in ln for ln in lines)
+    assert any(
+        "as fast or faster here (0.97x vecenv's best): worker processes gain" in ln for ln in lines
+    )
+    lines = bench.recommend(_results((100.0, 90.0), 300.0))
+    assert lines[0].startswith("fastest: gymnasium SyncVectorEnv")
+    assert any("(3.00x vecenv's best): this env steps too cheaply" in ln for ln in lines)
     failed = [bench.Result("vecenv", "x", {"num_workers": 1}, None, error="boom")]
     assert bench.recommend(failed) == ["nothing could be measured: see the errors above"]
 

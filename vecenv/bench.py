@@ -354,10 +354,14 @@ def recommend(results: Sequence[Result], code: Optional[Callable[[int], str]] = 
         if sync is not None:
             ratio = sync.env_steps_per_s / v.env_steps_per_s
             if ratio >= AS_FAST:
+                why = (
+                    "this env steps too cheaply for worker processes to pay off here"
+                    if ratio >= 2 - AS_FAST
+                    else "worker processes gain nothing here"
+                )
                 lines.append(
                     f"gymnasium SyncVectorEnv (in-process) is as fast or faster here "
-                    f"({ratio:.2f}x vecenv's best): this env steps too cheaply for worker "
-                    "processes to pay off on this machine;"
+                    f"({ratio:.2f}x vecenv's best): {why};"
                 )
                 lines.append(
                     "  use it, or vecenv if the learner should compute while the envs step "
