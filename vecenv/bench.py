@@ -109,7 +109,9 @@ class EnvFactory:
 
         env_id = self._gym_id
         if env_id.startswith("ALE/"):
-            gymnasium.register_envs(importlib.import_module("ale_py"))
+            ale_py = importlib.import_module("ale_py")
+            ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner per env
+            gymnasium.register_envs(ale_py)
         elif env_id.startswith("vecenv/"):
             importlib.import_module("vecenv.envs")
         return gymnasium.make(env_id, **self.kwargs)
@@ -432,6 +434,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         env_fn = EnvFactory(args.env, args.env_kwargs)
         probe = env_fn()
         probe.close()
+        t0 = time.perf_counter()  # once more, imports done: what building one env costs
+        probe = env_fn()
+        probe.reset(seed=args.seed)
+        probe.close()
+        make_s = time.perf_counter() - t0
     except Exception as exc:
         print(
             f"vecenv.bench: cannot make {args.env!r}: {type(exc).__name__}: {exc}", file=sys.stderr
@@ -439,9 +446,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     plan = _contenders(args.num_envs, cores, args.contenders)
     per = args.seconds + args.warmup
+    # Each contender builds num_envs envs (in parallel on the cores, except
+    # SyncVectorEnv) and starts its processes (about 0.2 s).
+    build = args.num_envs * make_s
+    estimate = sum(
+        per + 0.2 + (build if name == GYM_SYNC else build / cores) for name, _, _ in plan
+    )
     print(
         f"vecenv.bench: {args.env} x{args.num_envs} on {cores} usable cores: {len(plan)} "
-        f"contenders, {per:g} s each plus start-up (about {len(plan) * (per + 0.5):.0f} s)",
+        f"contenders, {per:g} s each plus start-up: about {estimate:.0f} s",
         flush=True,
     )
     started = time.perf_counter()
