@@ -26,6 +26,8 @@ Control region layout (byte offsets from the start of the block)::
             +0 cmd_seq   parent adds 1 to hand the worker new work
             +4 sleeping  1 while the worker sleeps on cmd_seq
             +8 msg_seq   parent adds 1 per message it put on the worker's pipe
+            +32 env + 1  the env the worker is inside (0: between env calls)
+            +36 activity what that env is doing (vecenv._worker.Activity)
     then  op[num_envs]      u8  parent writes (STEP, RESET), worker clears
           status[num_envs]  u8  worker writes (0 ok, INFO, ERROR) before publishing
           ready[num_envs]   u8  worker sets on publish, parent clears on collect
@@ -607,6 +609,45 @@ cdef class Control:
             v = ve_add(self.nready, <uint32_t>n)
             if ve_load(self.parent_waiting) and v >= ve_load(self.parent_target):
                 ve_futex_wake(self.nready)
+
+
+    # ------------------------------------------------------------ activity
+    # Slot bytes +32 (env + 1, 0: none) and +36 (an activity code): which env
+    # the worker is inside. The worker writes them with plain stores before
+    # and after each env call; the parent reads them once the worker is dead
+    # or stopped (a crash, a kill, the timeout watchdog), so what it reads is
+    # the last env call the worker entered and did not leave. A fresh worker
+    # starts with both cleared (the parent clears them before starting it).
+
+    def enter(self, Py_ssize_t worker, Py_ssize_t env, uint32_t activity):
+        """Worker: record that ``worker`` is inside env ``env`` (in
+        [0, num_envs)) doing ``activity`` (a nonzero code)."""
+        if worker < 0 or worker >= self.num_workers or env < 0 or env >= self.num_envs:
+            raise ValueError(f"worker={worker} or env={env} is out of range")
+        cdef uint32_t* s = self._slot(worker)
+        s[9] = activity
+        s[8] = <uint32_t>(env + 1)
+
+    def leave(self, Py_ssize_t worker):
+        """Worker: ``worker`` left its env call (also the parent, before it
+        starts a worker in this slot)."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        cdef uint32_t* s = self._slot(worker)
+        s[8] = 0
+        s[9] = 0
+
+    def activity(self, Py_ssize_t worker):
+        """Parent: ``(env, activity)`` recorded by ``worker`` (``(-1, 0)``
+        when it is between env calls)."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        cdef uint32_t* s = self._slot(worker)
+        cdef uint32_t e = ve_load(&s[8])
+        cdef uint32_t a = ve_load(&s[9])
+        if e == 0 or e > <uint32_t>self.num_envs:
+            return -1, 0
+        return <Py_ssize_t>e - 1, <Py_ssize_t>a
 
 
 # ---------------------------------------------------------------------- leaves

@@ -103,6 +103,13 @@ class Control:
     def take_ops(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """``[(env, op), ...]`` for envs in ``[lo, hi)`` with a pending op."""
     def publish(self, envs: Sequence[int], statuses: Sequence[int] | None = None) -> None: ...
+    # Slot bytes +32..+47: the env a worker is inside, and what it does there.
+    def enter(self, worker: int, env: int, activity: int) -> None:
+        """Worker: record that it is inside env ``env`` doing ``activity``."""
+    def leave(self, worker: int) -> None:
+        """Worker: it left its env call (the parent also clears a slot before a start)."""
+    def activity(self, worker: int) -> tuple[int, int]:
+        """Parent: ``(env, activity)`` last entered and not left, or ``(-1, 0)``."""
 
 class LeafWriter:
     """Worker side: copy one env's observation leaves into rows of the batch buffers.

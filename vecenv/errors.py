@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Dict, Optional, Sequence, Tuple
 
+_FIRST = object()  # WorkerDiedError's default env_index: the first lost env
+
 
 class VecEnvError(Exception):
     """Base class of every error raised by vecenv."""
@@ -88,14 +90,27 @@ class WorkerDiedError(WorkerError):
 
     Attributes
     ----------
+    env_index : int or None
+        The env the worker was running when it died (its ``reset``, ``step``,
+        ``render``, a method call or its factory; the message says which), or
+        None when it died between env calls (killed from outside while idle).
     env_indices : tuple of int
-        The envs hosted by the dead worker.
+        Every env hosted by the dead worker: all of them are lost with it.
     exitcode : int or None
         The process exit code; negative values are ``-signal``.
     """
 
-    def __init__(self, message: str, *, env_indices: Sequence[int] = (), exitcode=None):
-        super().__init__(message, env_index=env_indices[0] if env_indices else None)
+    def __init__(
+        self,
+        message: str,
+        *,
+        env_indices: Sequence[int] = (),
+        exitcode=None,
+        env_index=_FIRST,
+    ):
+        if env_index is _FIRST:
+            env_index = env_indices[0] if env_indices else None
+        super().__init__(message, env_index=env_index)
         self.env_indices = tuple(env_indices)
         self.exitcode = exitcode
 
@@ -112,11 +127,17 @@ class VecEnvTimeoutError(VecEnvError, TimeoutError):
     ----------
     env_indices : tuple of int
         The envs that had not answered when the deadline passed.
+    env_index : int or None
+        The env a late worker was running when the deadline passed (the one
+        stuck; with several late workers, the first), or None if unknown.
     """
 
-    def __init__(self, message: str, *, env_indices: Sequence[int] = ()):
+    def __init__(
+        self, message: str, *, env_indices: Sequence[int] = (), env_index: Optional[int] = None
+    ):
         super().__init__(message)
         self.env_indices = tuple(env_indices)
+        self.env_index = env_index
 
 
 class RemoteTraceback(Exception):

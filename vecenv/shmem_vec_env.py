@@ -19,6 +19,7 @@ current cmd_seq and msg_seq.
 from __future__ import annotations
 
 import enum
+import logging
 import math
 import os
 import signal
@@ -34,7 +35,7 @@ import numpy as np
 from gymnasium import spaces as gym_spaces
 
 from vecenv import _core, _layout, _shm
-from vecenv._worker import AUTORESET_MODES, RESET_INFO_KEY, WorkerSpec, worker_main
+from vecenv._worker import AUTORESET_MODES, RESET_INFO_KEY, Activity, WorkerSpec, worker_main
 from vecenv.base import Indices, VecEnv, check_batch_size, check_env_ids
 from vecenv.errors import (
     ClosedError,
@@ -54,6 +55,11 @@ _NONE = np.empty(0, dtype=np.intp)  # no env indices
 
 # Wait in slices this long (seconds) so dead workers and Ctrl-C are noticed.
 _SLICE_S = 0.1
+
+# While workers start, log how many are ready every this many seconds.
+_START_REPORT_S = 10.0
+
+_log = logging.getLogger("vecenv")
 
 
 class State(enum.Enum):
@@ -232,7 +238,16 @@ class ShmemVecEnv(VecEnv):
         workers that did not answer are killed and the vec env needs a
         :meth:`reset`, which starts them again (or :meth:`close`).
     start_timeout : float
-        Seconds to wait for workers to build their envs (default 300).
+        Seconds to wait for all workers to build their envs (default 60).
+        Workers start in parallel, usually within a second (fork: about
+        2 ms, spawn and forkserver: about 0.2 s plus the factories' imports);
+        a minute covers heavy factories (Atari ROMs, MuJoCo models, importing
+        torch on a busy machine) while a worker that will never start (a
+        factory that waits forever, a lock held by another thread at fork)
+        is reported before a user gives up on a silent program. Past 10 s,
+        progress is logged (logger ``"vecenv"``, level WARNING) every 10 s.
+        The error names every worker that did not start, the env factory it
+        is inside, the start method and the likely fix.
     spin : float, optional
         Seconds a waiting process polls before sleeping on a futex. The poll
         yields the CPU (``sched_yield``) after a few microseconds, so it never
@@ -269,6 +284,23 @@ class ShmemVecEnv(VecEnv):
         Make a non-finite reward (NaN, inf) an error
         (:class:`~vecenv.errors.RewardError` naming the env). Default False.
 
+    Notes
+    -----
+    Each worker sees the parent's ``os.environ`` as it was when the worker was
+    started (at construction, or at a restart), under every start method;
+    the working directory and ``sys.path`` are the parent's too.
+
+    Each worker reseeds the global generators (``random``, ``np.random``'s
+    legacy global ``RandomState``, and ``torch`` when imported) from fresh
+    entropy when it starts (before the factories run), so envs that draw
+    from them do not repeat each other's numbers (forked workers would
+    otherwise all continue the parent's stream). When a reset gives the
+    worker's envs seeds (:meth:`seed`, or ``reset(seed=...)`` in the
+    façades), the worker reseeds them again from the first of those seeds,
+    just before those resets run: a seeded run draws the same numbers again.
+    The envs' own ``np_random`` is seeded by gymnasium from the same seed,
+    independently.
+
     Raises
     ------
     InvalidArgumentError
@@ -278,6 +310,12 @@ class ShmemVecEnv(VecEnv):
     WorkerError
         An env factory raised; the message names the env and carries the
         worker's traceback.
+    WorkerDiedError
+        A worker died while building its envs; ``env_index`` is the env whose
+        factory it was inside.
+    VecEnvTimeoutError
+        Workers did not start within ``start_timeout``; the message names
+        each of them, the factory it is inside and the likely fix.
     """
 
     def __init__(
@@ -291,7 +329,7 @@ class ShmemVecEnv(VecEnv):
         context: Optional[str] = None,
         copy: bool = True,
         timeout: Optional[float] = None,
-        start_timeout: float = 300.0,
+        start_timeout: float = 60.0,
         spin: Optional[float] = None,
         autoreset_mode: str = "sb3",
         cpu_affinity: Union[bool, Sequence[int], None] = None,
@@ -382,6 +420,7 @@ class ShmemVecEnv(VecEnv):
         self._ctx = get_context(context)
         self._daemon = daemon
         self._start_timeout = start_timeout
+        self._progress: Dict[int, Tuple[Optional[int], int]] = {}  # starting: (env, activity)
         self._start_workers(self._ctx, env_fns, daemon, start_timeout)
         obs_space, act_space = self._spaces
         if spaces is not None and (spaces[0] != obs_space or spaces[1] != act_space):
@@ -468,12 +507,9 @@ class ShmemVecEnv(VecEnv):
                 self._spawn(w)
             deadline = time.monotonic() + start_timeout
             spaces = None
+            replies = self._await_started(deadline, start_timeout)
             for w in range(len(self._ranges)):
-                msg = self._recv(w, deadline, "starting the workers")
-                if msg[0] == "error":
-                    # As the env's own type too: `except NameNotFound` works.
-                    raise as_env_exception(self._worker_error(msg[1]))
-                _, obs_space, act_space, metadata = msg
+                _, obs_space, act_space, metadata = replies[w]
                 if spaces is None:
                     spaces = (obs_space, act_space)
                     self.metadata = metadata[0] if metadata else {}
@@ -488,11 +524,154 @@ class ShmemVecEnv(VecEnv):
             res.shutdown(timeout=1.0)
             raise
 
+    def _await_started(self, deadline: float, start_timeout: float) -> Dict[int, tuple]:
+        """Wait for every worker's ("spaces", ...) message at once, keeping
+        their ("progress", env, activity) reports; log progress every
+        ``_START_REPORT_S`` seconds.
+
+        Raises
+        ------
+        WorkerError
+            A factory raised (the lowest env index among the reports read).
+        WorkerDiedError
+            A worker died while starting (names the factory it was inside).
+        VecEnvTimeoutError
+            ``deadline`` passed: names every worker that did not start.
+        """
+        res = self._resources
+        n = len(self._ranges)
+        replies: Dict[int, tuple] = {}
+        pending = set(range(n))
+        start = time.monotonic()
+        report_at = start + _START_REPORT_S
+        while pending:
+            now = time.monotonic()
+            if now >= deadline:
+                raise self._start_timed_out(sorted(pending), start_timeout)
+            if now >= report_at:
+                report_at += _START_REPORT_S
+                _log.warning(
+                    "ShmemVecEnv: %d of %d workers ready after %.0f s (start method %r); "
+                    "still starting: %s; start_timeout=%s s",
+                    n - len(pending),
+                    n,
+                    now - start,
+                    self._ctx.get_start_method(),
+                    "; ".join(f"worker {w} {self._starting(w)}" for w in sorted(pending)),
+                    start_timeout,
+                )
+            waitables = {res.conns[w]: w for w in pending}
+            waitables.update({res.procs[w].sentinel: w for w in pending})
+            ready = mp_connection.wait(
+                list(waitables), timeout=max(0.0, min(deadline, report_at) - now)
+            )
+            errors, died = [], []
+            for obj in ready:
+                w = waitables[obj]
+                if w not in pending:
+                    continue
+                conn = res.conns[w]
+                try:
+                    while w in pending and conn.poll():
+                        msg = conn.recv()
+                        if msg[0] == "progress":
+                            self._progress[w] = (msg[1], msg[2])
+                        elif msg[0] == "error":
+                            errors.append(msg[1])
+                            pending.discard(w)
+                        else:
+                            self._progress.pop(w, None)
+                            replies[w] = msg
+                            pending.discard(w)
+                except (EOFError, OSError):
+                    pass
+                if w in pending and res.procs[w].exitcode is not None:
+                    died.append(w)
+            if errors:
+                # As the env's own type too: `except NameNotFound` works.
+                first = min(errors, key=lambda p: p.get("env_index") or 0)
+                raise as_env_exception(self._worker_error(first))
+            if died:
+                raise self._died(min(died), "starting the workers")
+        return replies
+
+    def _starting(self, w: int) -> str:
+        """Where worker ``w`` is in its start-up, for messages."""
+        if w not in self._progress:
+            return "has not reached its env factories yet (the process is still booting)"
+        env, code = self._progress[w]
+        return f"is {Activity(code).describe(env)}"
+
+    def _start_timed_out(self, workers: List[int], start_timeout: float) -> VecEnvTimeoutError:
+        """The error for workers ``workers`` that did not start in time."""
+        method = self._ctx.get_start_method()
+        n = len(self._ranges)
+        where = "; ".join(
+            f"worker {w} (envs {list(range(*self._ranges[w]))}) {self._starting(w)}"
+            for w in workers
+        )
+        if method == "fork":
+            cause = (
+                "A forked worker that never starts usually inherited a lock that another "
+                "thread of this process held at the fork (logging, an import, a thread pool, "
+                "a BLAS, OpenMP or CUDA runtime): only the forking thread is copied, so the lock "
+                "is never released in the worker. Pass context='spawn' or context='forkserver' "
+                "(fresh processes), or start the vec env before other threads; if the "
+                "factories are only slow, raise start_timeout."
+            )
+        else:
+            cause = (
+                "The factories are stuck or slow (an import, a download, a model compile, a "
+                "server that does not answer): raise start_timeout if they are only slow."
+            )
+        first = next(
+            (self._progress[w][0] for w in workers if w in self._progress),
+            None,
+        )
+        envs = [i for w in workers for i in range(*self._ranges[w])]
+        return VecEnvTimeoutError(
+            f"ShmemVecEnv(): {len(workers)} of {n} workers did not start within "
+            f"start_timeout={start_timeout} s (start method {method!r}): {where}. {cause}",
+            env_indices=envs,
+            env_index=first,
+        )
+
+    def _recv_started(self, w: int, deadline: Optional[float], what: str):
+        """:meth:`_recv` for a starting worker: its ("progress", ...) reports
+        are kept (for messages), the next other message is returned."""
+        while True:
+            msg = self._recv(w, deadline, what)
+            if msg[0] != "progress":
+                self._progress.pop(w, None)
+                return msg
+            self._progress[w] = (msg[1], msg[2])
+
+    def _inside(self, w: int) -> Tuple[Optional[int], str]:
+        """``(env, phrase)``: the env worker ``w`` was inside (None: none) and
+        what it did there, from its start-up reports or its control slot."""
+        if w in self._progress:
+            env, code = self._progress[w]
+            return env, Activity(code).describe(env)
+        if self._ctrl is None:
+            return None, ""
+        env, code = self._ctrl.activity(w)
+        if env < 0:
+            return None, ""
+        try:
+            act = Activity(code)
+        except ValueError:
+            act = Activity.CALL
+        return env, act.describe(env)
+
     def _spawn(self, w: int) -> None:
         """Start the process of worker ``w`` and record it (and the parent's
         end of its pipe) as ``procs[w]``, ``conns[w]``."""
         ctx = self._ctx
         spec = self._specs[w]
+        spec.environ = dict(os.environ)  # as of this start (forkserver would be stale)
+        self._progress.pop(w, None)
+        if self._ctrl is not None:
+            self._ctrl.leave(w)  # no stale activity from a dead predecessor
         spec.pdeathsig = (
             ctx.get_start_method() in ("fork", "spawn")
             and threading.current_thread() is threading.main_thread()
@@ -647,18 +826,30 @@ class ShmemVecEnv(VecEnv):
         hint = ""
         if self._ctrl is not None:
             hint = "; reset() starts it again with new envs, close() releases everything"
+        env, inside = self._inside(w)
+        if inside:
+            inside = f", {inside}"
+            if env is not None:
+                inside += f" (all {hi - lo} envs of the worker are lost)"
         return WorkerDiedError(
-            f"worker {w} (envs {list(range(lo, hi))}) {how} while {what}{hint}",
+            f"worker {w} (envs {list(range(lo, hi))}) {how} while {what}{inside}{hint}",
             env_indices=range(lo, hi),
             exitcode=code,
+            env_index=env,
         )
 
     def _killed_hint(self, workers) -> str:
         if self._ctrl is None:
             return ""
         envs = [i for w in workers for i in range(*self._ranges[w])]
+        inside = "".join(
+            f"; worker {w} was {phrase}"
+            for w in workers
+            for env, phrase in [self._inside(w)]
+            if phrase
+        )
         return (
-            f"; worker(s) {list(workers)} (envs {envs}) were killed: reset() starts them "
+            f"{inside}; worker(s) {list(workers)} (envs {envs}) were killed: reset() starts them "
             "again with new envs, close() releases everything"
         )
 
@@ -722,6 +913,7 @@ class ShmemVecEnv(VecEnv):
                 msg,
                 env_indices=[i for e in errors for i in e.env_indices],
                 exitcode=errors[0].exitcode,
+                env_index=next((e.env_index for e in errors if e.env_index is not None), None),
             )
         for w in dead:
             self._restart(w, report=not in_reset)
@@ -761,7 +953,7 @@ class ShmemVecEnv(VecEnv):
             conn = res.conns[w]
             deadline = time.monotonic() + self._start_timeout
             try:
-                msg = self._recv(w, deadline, what)
+                msg = self._recv_started(w, deadline, what)
                 if msg[0] == "error":
                     raise self._worker_error(msg[1])
                 if (msg[1], msg[2]) != self._spaces:
@@ -925,12 +1117,14 @@ class ShmemVecEnv(VecEnv):
         late = [int(i) for i in np.flatnonzero(self._in_flight & ~ready)]
         workers = sorted({int(self._env_worker[i]) for i in late})
         for w in workers:
-            self._bury(w)
+            self._bury(w)  # stopped: its slot now says where it was stuck
         self._state = State.NEEDS_RESET
+        stuck = [env for w in workers for env, _ in [self._inside(w)] if env is not None]
         raise VecEnvTimeoutError(
             f"envs {late} did not finish {what} within timeout={self.timeout} s"
             f"{self._killed_hint(workers)}",
             env_indices=late,
+            env_index=stuck[0] if stuck else None,
         )
 
     def _read_flagged(self, ids) -> Tuple[Dict[int, Any], Dict[int, Any]]:
