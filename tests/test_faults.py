@@ -8,7 +8,6 @@ that no child process and no /dev/shm entry is left behind.
 
 from __future__ import annotations
 
-import faulthandler
 import functools
 import gc
 import multiprocessing
@@ -77,9 +76,6 @@ class FaultEnv(gym.Env):
         if fault == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
         if fault == "segv":
-            # pytest's faulthandler, inherited through fork, would print a
-            # "Fatal Python error" stack into a passing run: this crash is meant.
-            faulthandler.disable()
             os.kill(os.getpid(), signal.SIGSEGV)
         if fault in ("hang", "hang_ignoring_sigterm"):
             time.sleep(1000)
