@@ -1688,8 +1688,12 @@ def plot_all(report: Dict[str, Any], path: Path) -> Optional[str]:
     cols = min(3, panels)
     rows = (panels + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows), squeeze=False)
-    palette = plt.get_cmap("tab20").colors
-    color = {n: palette[(2 * i) % 20 + (i // 10) % 2] for i, n in enumerate(report["contenders"])}
+    # vecenv's contenders solid and thick, the peers dashed, each set in its
+    # own distinct colours (tab10), so no two lines look alike.
+    palette = plt.get_cmap("tab10").colors
+    ours = [n for n in report["contenders"] if CONTENDERS[n].vecenv]
+    peers = [n for n in report["contenders"] if not CONTENDERS[n].vecenv]
+    color = {n: palette[i % 10] for group in (ours, peers) for i, n in enumerate(group)}
 
     def lines(ax, env, value):
         for name in report["contenders"]:
@@ -1700,8 +1704,16 @@ def plot_all(report: Dict[str, Any], path: Path) -> Optional[str]:
             )
             if pts:
                 x, y = zip(*pts)
-                wide = 2 if CONTENDERS[name].vecenv else 1
-                ax.plot(x, y, marker="o", label=name, color=color[name], linewidth=wide)
+                mine = CONTENDERS[name].vecenv
+                ax.plot(
+                    x,
+                    y,
+                    marker="o" if mine else "s",
+                    linestyle="-" if mine else "--",
+                    linewidth=2 if mine else 1.2,
+                    label=name,
+                    color=color[name],
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ns = sorted({c["num_envs"] for c in report["cells"]})

@@ -2,7 +2,8 @@
 
 Public names: :class:`VecEnv`, :class:`ShmemVecEnv`, :func:`make`, the
 gymnasium drop-in :class:`AsyncVectorEnv` with :func:`make_vec`, and the
-exceptions of :mod:`vecenv.errors`.
+exceptions of :mod:`vecenv.errors`. ``python -m vecenv.bench ENV`` (:mod:`vecenv.bench`)
+measures which layout suits an env on this machine.
 """
 
 try:
