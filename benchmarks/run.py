@@ -1436,13 +1436,20 @@ def print_conclusion(report: Dict[str, Any], console: Console) -> None:
                 "With vecenv use "
                 + "; ".join(f"{lay} at num_envs {_sizes(ns)}" for lay, ns in layouts.items())
             )
-        as_fast = [r["num_envs"] for r in mine if (r["gym_sync_vs_vecenv"] or 0) >= AS_FAST]
-        if as_fast:
+        ratios = {r["num_envs"]: r["gym_sync_vs_vecenv"] for r in mine}
+        faster = [n for n, x in ratios.items() if x is not None and x >= 2 - AS_FAST]
+        level = [n for n, x in ratios.items() if x is not None and AS_FAST <= x < 2 - AS_FAST]
+        if faster:
             parts.append(
-                f"gymnasium's in-process SyncVectorEnv is as fast or faster at num_envs "
-                f"{_sizes(as_fast)}: worker processes gain nothing there for this env"
+                f"gymnasium's in-process SyncVectorEnv is faster at num_envs {_sizes(faster)}: "
+                "a step of this env is too cheap there for worker processes to pay off"
             )
-        elif any(r["gym_sync_vs_vecenv"] is not None for r in mine):
+        if level:
+            parts.append(
+                f"gymnasium's in-process SyncVectorEnv is as fast (within 5%) at num_envs "
+                f"{_sizes(level)}"
+            )
+        if not faster and not level and any(x is not None for x in ratios.values()):
             parts.append("gymnasium's in-process SyncVectorEnv is slower at every size")
         console.print(f"  {env}: " + ". ".join(parts) + ".")
 
