@@ -11,7 +11,9 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import warnings
 
+import gymnasium
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -201,3 +203,24 @@ def test_conclusion_names_fastest_layout_and_where_sync_is_as_fast(bench_run):
     assert "ShmemVecEnv(num_workers=1, 2 envs each) at num_envs 2" in text
     assert "SyncVectorEnv is faster at num_envs 2: a step of this env is too cheap" in text
     assert "as fast (within 5%)" not in text
+
+
+class _WarningEnv(gymnasium.Env):
+    """Warns when built, as MuJoCo's envs do (deprecations)."""
+
+    observation_space = gymnasium.spaces.Discrete(2)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self):
+        warnings.warn("this env is deprecated", DeprecationWarning, stacklevel=2)
+
+
+def test_env_factory_silences_the_envs_warnings(bench_run):
+    gymnasium.register("VecenvTestWarning-v0", entry_point=_WarningEnv, disable_env_checker=True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            bench_run.make_env("VecenvTestWarning-v0", {}).close()
+        assert caught == []
+    finally:
+        gymnasium.registry.pop("VecenvTestWarning-v0", None)
