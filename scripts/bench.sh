@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install what the benchmark suite needs into the current Python, then run it.
 # Arguments go to benchmarks/run.py, e.g.
-#   bash scripts/bench.sh                       # the default suite (a few minutes)
-#   bash scripts/bench.sh --quick               # a smoke test
+#   bash scripts/bench.sh                       # the default suite (it prints its estimate, about 10 min on 2 cores)
+#   bash scripts/bench.sh --quick               # a smoke test (about 5 s)
 #   bash scripts/bench.sh --envs noop,cartpole --num-envs 8,16
 # PYTHON picks the interpreter (default python3); VECENV_BENCH_NO_INSTALL=1
-# skips the installs. Results: benchmarks/results/latest.json and latest.png.
+# skips the installs. Results: benchmarks/results/local/ (git-ignored; --out to
+# choose, --publish for the committed benchmarks/results/latest.json and .png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -2,17 +2,17 @@
 
 Public names: :class:`VecEnv`, :class:`ShmemVecEnv`, :func:`make`, the
 gymnasium drop-in :class:`AsyncVectorEnv` with :func:`make_vec`, and the
-exceptions of :mod:`vecenv.errors`.
+exceptions of :mod:`vecenv.errors`. ``python -m vecenv.bench ENV`` (:mod:`vecenv.bench`)
+measures which layout suits an env on this machine.
 """
 
 try:
     from vecenv import _core  # noqa: F401
 except ImportError as _exc:  # pragma: no cover - only without a build
-    raise ImportError(
-        "vecenv's compiled core (vecenv._core) is missing or broken: "
-        f"{_exc}. Build it with `pip install .` (needs a C compiler, Cython>=3 "
-        "and numpy>=2 at build time) or install a wheel."
-    ) from _exc
+    from vecenv._missing_core import missing_core_error as _missing_core_error
+
+    _err = _missing_core_error(__file__, _exc)  # says why, and how to fix it
+    raise _err from _err.__cause__
 
 from vecenv.base import VecEnv, tile_images
 from vecenv.errors import (

@@ -58,6 +58,7 @@ from vecenv.errors import (
     VecEnvTimeoutError,
     WorkerDiedError,
     WorkerError,
+    as_env_exception,
 )
 
 _NONE = np.empty(0, dtype=np.intp)  # no env indices
@@ -587,7 +588,9 @@ class ShmemVecEnv(VecEnv):
                 if w in pending and (not alive or res.procs[w].exitcode is not None):
                     died.append(w)
             if errors:
-                raise self._worker_error(min(errors, key=lambda p: p.get("env_index") or 0))
+                # As the env's own type too: `except NameNotFound` works.
+                first = min(errors, key=lambda p: p.get("env_index") or 0)
+                raise as_env_exception(self._worker_error(first))
             if died:
                 raise self._died(min(died), "starting the workers")
         return replies
