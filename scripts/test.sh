@@ -7,7 +7,7 @@ PY=${PYTHON:-python3}
 # stable-baselines3 pulls in PyTorch: take the CPU build first so pip does not
 # fetch a multi-gigabyte CUDA one.
 "$PY" -m pip install -q "torch==2.13.0"
-"$PY" -m pip install -q ".[test,sb3,atari,ray,legacy-gym]"
+"$PY" -m pip install -q ".[test,sb3,atari,ray,legacy-gym,pettingzoo]"
 # -P keeps the source tree off sys.path, so `import vecenv` finds the installed copy.
 set +e
 VECENV_TEST_PART=no-ray "$PY" -P -m pytest tests "$@"
