@@ -538,3 +538,37 @@ def test_sb3_ppo_learns_a_cooperative_env():
     finally:
         env.close()
     assert np.mean(rewards) > 0.9  # a random policy earns 0.5
+
+
+# ---------------------------------------------------------------- README
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "README.md")
+
+
+def _readme_scripts():
+    if not os.path.exists(README):
+        return []
+    text = open(README, encoding="utf-8").read()
+    start = text.index("## Multi-agent (PettingZoo)")
+    section = text[start : text.index("\n## ", start + 1)]
+    return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("index", [0, 1], ids=["cleanrl", "sb3"])
+def test_readme_examples_run(index, tmp_path):
+    pytest.importorskip("mpe2")
+    pytest.importorskip("torch")
+    if index == 1:
+        pytest.importorskip("stable_baselines3")
+    scripts = _readme_scripts()
+    if not scripts:
+        pytest.skip("README.md is not next to the tests")
+    path = tmp_path / "example.py"
+    path.write_text(scripts[index])
+    out = subprocess.run(
+        [sys.executable, "-P", str(path)], capture_output=True, text=True, timeout=170
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    if index == 0:
+        assert out.stdout.count("mean reward per agent-step") == 5
