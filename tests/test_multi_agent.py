@@ -29,6 +29,11 @@ from vecenv.errors import (  # noqa: E402
 )
 from vecenv.pettingzoo_envs import MatchEnv, SpawnDieEnv  # noqa: E402
 
+try:  # the Ray fixtures (a one-node cluster on loopback only)
+    from test_ray import loopback_namespace, one_node  # noqa: F401
+except ImportError:  # pragma: no cover - without ray
+    pass
+
 
 # ---------------------------------------------------------------- test envs
 class ScriptedEnv(ParallelEnv):
@@ -572,3 +577,26 @@ def test_readme_examples_run(index, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     if index == 0:
         assert out.stdout.count("mean reward per agent-step") == 5
+
+
+# ---------------------------------------------------------------- Ray
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+def test_ray_backend_matches_a_plain_loop(one_node):
+    fns = [functools.partial(SpawnDieEnv, num_agents=4, episode_length=15, tag=i) for i in range(4)]
+    venv = MultiAgentVecEnv(fns, backend="ray", num_actors=2, placement_strategy=None)
+    try:
+        ref = Reference(fns)
+        obs, _ = venv.reset(seed=5)
+        np.testing.assert_array_equal(obs, ref.reset(5)[0])
+        rng = np.random.default_rng(3)
+        for t in range(25):
+            actions = rng.integers(0, 5, venv.num_envs)
+            obs, rew, term, trunc, infos = venv.step(actions)
+            r_obs, r_mask, r_rew, r_term, r_trunc, r_final = ref.step(actions)
+            np.testing.assert_array_equal(obs, r_obs, err_msg=f"step {t}")
+            np.testing.assert_array_equal(venv.mask, r_mask)
+            np.testing.assert_allclose(rew, r_rew)
+            np.testing.assert_array_equal(term | trunc, r_term | r_trunc)
+    finally:
+        venv.close()
