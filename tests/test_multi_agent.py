@@ -411,9 +411,10 @@ def test_a_killed_worker_raises_and_reset_recovers(make_venv):
 
 
 @pytest.mark.timeout(60)
-def test_restart_on_worker_death_reports_alive_rows_truncated(make_venv):
+@pytest.mark.parametrize("copy", [True, False])
+def test_restart_on_worker_death_reports_alive_rows_truncated(make_venv, copy):
     fns = [ScriptedEnv, functools.partial(ScriptedEnv, kill_at=3, length=50)]
-    venv = make_venv(fns, num_workers=2, on_worker_death="restart")
+    venv = make_venv(fns, num_workers=2, on_worker_death="restart", copy=copy)
     venv.reset(seed=0)
     venv.step(np.zeros(6, np.int64))
     venv.step(np.zeros(6, np.int64))  # agent_1 of env 1 died at t=2
@@ -422,6 +423,15 @@ def test_restart_on_worker_death_reports_alive_rows_truncated(make_venv):
     assert not term.any()
     np.testing.assert_array_equal(infos["_worker_restarted"], [0, 0, 0, 1, 0, 1])
     np.testing.assert_array_equal(obs[3:], [[0, 0], [1, 0], [2, 0]])  # reset by the restart
+    assert venv.mask[3:].all()
+
+
+def test_calls_after_close_raise_closed_error():
+    venv = MultiAgentVecEnv([ScriptedEnv], num_workers=1)
+    venv.close()
+    venv.close()  # twice is fine
+    with pytest.raises(vecenv.ClosedError):
+        venv.step(np.zeros(3, np.int64))
 
 
 @pytest.mark.timeout(60)

@@ -28,7 +28,7 @@ from gymnasium.vector.vector_env import AutoresetMode
 
 from vecenv import _layout
 from vecenv._pz_adapter import INFO_AGENTS, INFO_FINAL, RESET_WHEN, AdapterFactory
-from vecenv.errors import InvalidArgumentError, SpaceError, StateError, WorkerError
+from vecenv.errors import ClosedError, InvalidArgumentError, SpaceError, StateError, WorkerError
 
 __all__ = ["MultiAgentVecEnv", "concat_vec_envs_v1"]
 
@@ -219,6 +219,9 @@ class MultiAgentVecEnv(VectorEnv):
             (i, agent) for i in range(n) for agent in self.possible_agents
         ]
         self.mask = np.zeros(self.num_envs, dtype=np.bool_)
+        # The alive mask of every row as last collected (the parent's own copy:
+        # with copy=False, self.mask is a shared row that the next step rewrites).
+        self._alive = np.zeros((n, a), dtype=np.bool_)
         # Batched agent action -> per-env batch (k, max_agents, ...) of each leaf.
         self._act_flatten = _layout.make_flattener(self.single_action_space)
         self._act_unflatten = _layout.make_unflattener(self.single_action_space)
@@ -230,7 +233,7 @@ class MultiAgentVecEnv(VectorEnv):
     def engine(self):
         """The vec env that runs the adapters (one env per PettingZoo env)."""
         if self._engine is None:
-            raise StateError("MultiAgentVecEnv is closed")
+            raise ClosedError("MultiAgentVecEnv was closed; create a new one")
         return self._engine
 
     def _env_actions(self, actions, k: int):
@@ -254,7 +257,7 @@ class MultiAgentVecEnv(VectorEnv):
             out.append(arr.reshape(k, a, *arr.shape[1:]))
         return self._act_unflatten(out)
 
-    def _unpack(self, out, k: int, env_dones, env_infos):
+    def _unpack(self, out, k: int, env_dones, env_infos, ids=None):
         """The engine's Dict of (k, max_agents, ...) leaves as agent rows.
 
         Returns (obs, rewards, terminations, truncations, raw) where ``raw`` is
@@ -267,7 +270,6 @@ class MultiAgentVecEnv(VectorEnv):
         term = out["terminated"].reshape(k * a)
         trunc = out["truncated"].reshape(k * a)
         mask = out["mask"].reshape(k * a)
-        prev = self.mask if k * a == self.num_envs else None
         raw = []
         restarted = np.flatnonzero(env_dones) if env_dones is not None else ()
         if len(restarted):
@@ -276,9 +278,8 @@ class MultiAgentVecEnv(VectorEnv):
             term, trunc = term.copy(), trunc.copy()
             for pos in restarted:
                 rows = slice(pos * a, (pos + 1) * a)
-                alive = prev[rows] if prev is not None else np.ones(a, np.bool_)
                 term[rows] = False
-                trunc[rows] = alive
+                trunc[rows] = self._alive[pos if ids is None else ids[pos]]
         if copy or len(restarted):
             rew, term, trunc = rew.copy(), term.copy(), trunc.copy()
         restarted_set = {int(p) for p in restarted}
@@ -286,6 +287,10 @@ class MultiAgentVecEnv(VectorEnv):
             if info or pos in restarted_set:
                 raw.append((pos * a, info, pos in restarted_set))
         self.mask = mask.copy() if copy else mask
+        if ids is None:
+            self._alive.reshape(-1)[:] = mask
+        else:
+            self._alive[ids] = mask.reshape(k, a)
         final = None
         if self._final_obs:
             final = out["final_obs"]
@@ -443,7 +448,7 @@ class MultiAgentVecEnv(VectorEnv):
         engine = self.engine
         out, _, env_dones, env_infos, ids = engine.recv()
         k = len(ids)
-        obs, rew, term, trunc, raw, final = self._unpack(out, k, env_dones, env_infos)
+        obs, rew, term, trunc, raw, final = self._unpack(out, k, env_dones, env_infos, ids)
         return obs, rew, term, trunc, self._batch_infos(raw, term, trunc, final, k), ids
 
     # ------------------------------------------------------------ the rest
