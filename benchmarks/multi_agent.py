@@ -108,10 +108,12 @@ class RawSession(Session):
 
 
 class VecenvSession(Session):
-    def __init__(self, fn, num_envs, num_workers):
+    def __init__(self, fn, num_envs, num_workers, **options):
         from vecenv import MultiAgentVecEnv
 
-        self.venv = MultiAgentVecEnv([fn] * num_envs, num_workers=num_workers, copy=False)
+        self.venv = MultiAgentVecEnv(
+            [fn] * num_envs, num_workers=num_workers, copy=False, **options
+        )
         self.venv.reset(seed=0)
         self.rows = self.venv.num_envs
 
@@ -169,6 +171,8 @@ def contenders(num_envs: int, cores: int, quick: bool) -> Dict[str, Callable[[An
         layouts = [cores]
     for w in layouts:
         out[f"vecenv w={w}"] = lambda fn, w=w: VecenvSession(fn, num_envs, w)
+    if not quick:  # the parent sleeps at once instead of polling (spin=0)
+        out[f"vecenv w={cores} spin=0"] = lambda fn: VecenvSession(fn, num_envs, cores, spin=0.0)
     out["supersuit serial"] = lambda fn: SuperSuitSession(fn, num_envs, 0)
     out[f"supersuit num_cpus={cores}"] = lambda fn: SuperSuitSession(fn, num_envs, cores)
     out["pufferlib Serial"] = lambda fn: PufferSession(fn, num_envs, "Serial")
@@ -180,12 +184,30 @@ def contenders(num_envs: int, cores: int, quick: bool) -> Dict[str, Callable[[An
     return out
 
 
-def measure(session: Session, seconds: float, actions: np.ndarray) -> float:
-    """Agent-steps/s over about ``seconds`` after a warm-up."""
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its live children."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def measure(session: Session, seconds: float, actions: np.ndarray):
+    """(agent-steps/s, CPU microseconds of all processes per agent-step) over
+    about ``seconds`` after a warm-up. The second figure is what the work
+    costs, whatever else runs on the machine."""
     for k in range(5):
         session.step(actions[k % len(actions)])
     rows = 0
     k = 0
+    cpu0 = _cpu_seconds()
     t0 = time.perf_counter()
     deadline = t0 + seconds
     while True:
@@ -193,7 +215,8 @@ def measure(session: Session, seconds: float, actions: np.ndarray) -> float:
         k += 1
         if k % 8 == 0 and time.perf_counter() >= deadline:
             break
-    return rows / (time.perf_counter() - t0)
+    elapsed = time.perf_counter() - t0
+    return rows / elapsed, (_cpu_seconds() - cpu0) / rows * 1e6
 
 
 def run_cell(name, fn, num_envs, cores, rounds, seconds, quick, only) -> Dict[str, Any]:
@@ -206,6 +229,7 @@ def run_cell(name, fn, num_envs, cores, rounds, seconds, quick, only) -> Dict[st
     if only:
         table = {k: v for k, v in table.items() if k == "raw" or any(o in k for o in only)}
     rates: Dict[str, List[float]] = {k: [] for k in table}
+    cpu: Dict[str, List[float]] = {k: [] for k in table}
     errors: Dict[str, str] = {}
     names = list(table)
     for r in range(rounds):
@@ -219,7 +243,9 @@ def run_cell(name, fn, num_envs, cores, rounds, seconds, quick, only) -> Dict[st
                 errors[key] = f"{type(exc).__name__}: {exc}"
                 continue
             try:
-                rates[key].append(measure(session, seconds, actions))
+                rate, cpu_us = measure(session, seconds, actions)
+                rates[key].append(rate)
+                cpu[key].append(cpu_us)
             except Exception as exc:
                 errors[key] = f"{type(exc).__name__}: {exc}"
                 traceback.print_exc()
@@ -242,6 +268,7 @@ def run_cell(name, fn, num_envs, cores, rounds, seconds, quick, only) -> Dict[st
                 "min": min(vals),
                 "max": max(vals),
                 "rounds": vals,
+                "cpu_us_per_agent_step": statistics.median(cpu[key]),
             }
     med = {k: v["median"] for k, v in result["contenders"].items()}
     raw = med.get("raw")
@@ -276,10 +303,13 @@ def report(cells: Dict[str, Any]) -> List[str]:
     for name, cell in cells.items():
         lines.append(
             f"\n{name}: {cell['num_envs']} envs x {cell['agents']} agents = {cell['rows']} rows "
-            f"(agent-steps/s, median [min-max])"
+            f"(agent-steps/s, median [min-max]; CPU us per agent-step, all processes)"
         )
         for key, c in cell["contenders"].items():
-            lines.append(f"  {key:<24} {fmt(c['median']):>9}  [{fmt(c['min'])}-{fmt(c['max'])}]")
+            lines.append(
+                f"  {key:<24} {fmt(c['median']):>9}  [{fmt(c['min'])}-{fmt(c['max'])}]"
+                f"  {c['cpu_us_per_agent_step']:7.1f}"
+            )
         lines.append(f"  {'ideal (cores x raw)':<24} {fmt(cell.get('ideal')):>9}")
         for key, err in cell["errors"].items():
             lines.append(f"  {key:<24} failed: {err[:100]}")

@@ -380,14 +380,15 @@ class ParallelEnvAdapter(gymnasium.Env):
             if j is not None:
                 reward[j] = r
         ended: List[int] = []  # rows whose agent terminated or truncated in this step
-        for a in acting:
-            t = term_d.get(a, False)
-            u = trunc_d.get(a, False)
-            if t or u:
-                j = index[a]
-                term[j] = t
-                trunc[j] = u
-                ended.append(j)
+        if any(term_d.values()) or any(trunc_d.values()):
+            for a in acting:
+                t = term_d.get(a, False)
+                u = trunc_d.get(a, False)
+                if t or u:
+                    j = index[a]
+                    term[j] = t
+                    trunc[j] = u
+                    ended.append(j)
         if ended:
             self._flagged = True
             alive_now = [a for a in par.agents if not (term_d.get(a) or trunc_d.get(a))]
