@@ -288,6 +288,8 @@ class ParallelEnvAdapter(gymnasium.Env):
         self._obs_bufs, obs_tree = buffers(obs_batched)
         obs_per_agent = [par.observation_space(a) for a in agents]
         self._write_obs = _obs_writer(obs_space, obs_per_agent, self._obs_bufs)
+        plain = len(self._obs_bufs) == 1 and all(s == obs_space for s in obs_per_agent)
+        self._plain_obs_buf = self._obs_bufs[0] if plain else None
         self._final_bufs: List[np.ndarray] = []
         self._write_final: Optional[Callable[[int, Any], None]] = None
         final_tree = None
@@ -360,14 +362,18 @@ class ParallelEnvAdapter(gymnasium.Env):
         acting = list(par.agents)  # a live list in some envs (aec_to_parallel): keep a copy
         if self._int_actions:  # Discrete agents: one tolist() instead of a scalar per agent
             values = action.tolist()
-            actions = {a: values[index[a]] for a in acting}
+            if acting == self.possible_agents:
+                actions = dict(zip(acting, values))
+            else:
+                actions = {a: values[index[a]] for a in acting}
         else:
             read = self._read_action
             actions = {a: read(action, index[a]) for a in acting}
         obs_d, rew_d, term_d, trunc_d, info_d = par.step(actions)
 
         reward, term, trunc = self._reward, self._term, self._trunc
-        reward.fill(0.0)
+        get = rew_d.get
+        reward[:] = [get(a, 0.0) for a in self.possible_agents]
         if self._flagged:
             term.fill(False)
             trunc.fill(False)
@@ -375,10 +381,6 @@ class ParallelEnvAdapter(gymnasium.Env):
         if self._final_rows:
             self._zero_rows(self._final_bufs, self._final_rows)
             self._final_rows = []
-        for a, r in rew_d.items():
-            j = index.get(a)
-            if j is not None:
-                reward[j] = r
         ended: List[int] = []  # rows whose agent terminated or truncated in this step
         if any(term_d.values()) or any(trunc_d.values()):
             for a in acting:
@@ -410,10 +412,17 @@ class ParallelEnvAdapter(gymnasium.Env):
                 self._alive_rows = now
                 if gone:
                     self._zero_rows(self._obs_bufs, sorted(gone))
-            for a, j in zip(alive_now, now):
-                value = obs_d.get(a)
-                if value is not None:
-                    write_obs(j, value)
+            buf = self._plain_obs_buf
+            if buf is not None:  # one unpadded leaf: store rows directly
+                for a, j in zip(alive_now, now):
+                    value = obs_d.get(a)
+                    if value is not None:
+                        buf[j] = value
+            else:
+                for a, j in zip(alive_now, now):
+                    value = obs_d.get(a)
+                    if value is not None:
+                        write_obs(j, value)
             if has_info:
                 for a, j in zip(alive_now, now):
                     inf = info_d.get(a)
