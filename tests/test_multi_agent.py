@@ -460,10 +460,15 @@ def test_bad_actions_are_refused_before_anything_is_sent(make_venv):
     venv.reset(seed=0)
     with pytest.raises(InvalidArgumentError, match=r"expected \(6, \.\.\.\)"):
         venv.step(np.zeros(3, np.int64))
-    with pytest.raises(InvalidArgumentError, match="outside"):
+    with pytest.raises(
+        InvalidArgumentError, match=r"actions\[0\]=7 is outside.*env 0, agent 'agent_0'"
+    ):
         venv.step(np.full(6, 7))
-    obs, *_ = venv.step(np.zeros(6, np.int64))
-    np.testing.assert_array_equal(obs[:, 1], [1] * 6)
+    with pytest.raises(InvalidArgumentError, match="not integers"):
+        venv.step(np.full(6, 0.5))
+    obs, *_ = venv.step(np.ones(6, np.float32))  # integral floats are fine
+    obs, *_ = venv.step(np.zeros(6, np.int64))  # t=2: only the valid steps ran
+    np.testing.assert_array_equal(obs[venv.mask, 1], [2] * 4)
 
 
 def test_bad_arguments_are_refused_before_any_process_starts():

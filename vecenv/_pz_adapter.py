@@ -279,7 +279,13 @@ class ParallelEnvAdapter(gymnasium.Env):
         if final_obs:
             leaves["final_obs"] = obs_batched
         self.observation_space = spaces.Dict(leaves)
-        self.action_space = batch_space(act_space, n)
+        if isinstance(act_space, spaces.Discrete):
+            # An int64 Box: the parent checks the range itself (one min/max over
+            # the whole batch), so the engine's writer only copies.
+            lo = int(act_space.start)
+            self.action_space = spaces.Box(lo, lo + int(act_space.n) - 1, (n,), np.int64)
+        else:
+            self.action_space = batch_space(act_space, n)
 
         def buffers(space):
             bufs = [np.zeros(leaf.shape, leaf.dtype) for leaf in _layout.flatten_space(space)]

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import cloudpickle
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space
 from gymnasium.vector.vector_env import AutoresetMode
@@ -226,6 +227,10 @@ class MultiAgentVecEnv(VectorEnv):
         self._act_flatten = _layout.make_flattener(self.single_action_space)
         self._act_unflatten = _layout.make_unflattener(self.single_action_space)
         self._act_leaves = _layout.flatten_space(self.single_action_space, "action_space")
+        self._discrete: Optional[Tuple[int, int]] = None  # [lo, hi) of Discrete agents
+        if isinstance(self.single_action_space, spaces.Discrete):
+            lo = int(self.single_action_space.start)
+            self._discrete = (lo, lo + int(self.single_action_space.n))
         self._needs_reset = True
 
     # ------------------------------------------------------------ helpers
@@ -239,6 +244,8 @@ class MultiAgentVecEnv(VectorEnv):
     def _env_actions(self, actions, k: int):
         """Agent-row actions (k * max_agents, ...) as the engine's (k, max_agents, ...)."""
         a = self.max_agents
+        if self._discrete is not None:
+            return self._discrete_actions(actions, k)
         try:
             leaves = self._act_flatten(actions)
         except ValueError as exc:
@@ -257,6 +264,35 @@ class MultiAgentVecEnv(VectorEnv):
             out.append(arr.reshape(k, a, *arr.shape[1:]))
         return self._act_unflatten(out)
 
+    def _discrete_actions(self, actions, k: int) -> np.ndarray:
+        """Discrete agents: (k * max_agents,) ints checked against the space
+        (the engine's action leaf is an int64 Box that it only copies)."""
+        lo, hi = self._discrete
+        arr = np.asarray(actions)
+        rows = k * self.max_agents
+        if arr.shape != (rows,):
+            raise InvalidArgumentError(
+                f"actions: shape {arr.shape}, expected ({rows}, ...): one action per row "
+                f"(num_parallel_envs x max_agents = {k} x {self.max_agents}), env-major"
+            )
+        if arr.dtype.kind not in "iu":
+            if arr.dtype.kind not in "fb" or not (
+                np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))
+            ):
+                raise InvalidArgumentError(
+                    f"actions: dtype {arr.dtype} with values that are not integers; "
+                    f"{self.single_action_space} needs integers"
+                )
+            arr = arr.astype(np.int64)
+        if rows and (arr.min() < lo or arr.max() >= hi):
+            bad = int(np.flatnonzero((arr < lo) | (arr >= hi))[0])
+            raise InvalidArgumentError(
+                f"actions[{bad}]={arr[bad]} is outside {self.single_action_space} "
+                f"(valid: {lo}..{hi - 1}); row {bad} is env {bad // self.max_agents}, agent "
+                f"{self.possible_agents[bad % self.max_agents]!r}"
+            )
+        return arr.reshape(k, self.max_agents)
+
     def _unpack(self, out, k: int, env_dones, env_infos, ids=None):
         """The engine's Dict of (k, max_agents, ...) leaves as agent rows.
 
@@ -271,7 +307,7 @@ class MultiAgentVecEnv(VectorEnv):
         trunc = out["truncated"].reshape(k * a)
         mask = out["mask"].reshape(k * a)
         raw = []
-        restarted = np.flatnonzero(env_dones) if env_dones is not None else ()
+        restarted = np.flatnonzero(env_dones) if env_dones is not None and env_dones.any() else ()
         if len(restarted):
             # A worker died and was restarted: its envs were reset, and their
             # rows that were alive are reported truncated ("worker_restarted").
@@ -282,10 +318,11 @@ class MultiAgentVecEnv(VectorEnv):
                 trunc[rows] = self._alive[pos if ids is None else ids[pos]]
         if copy or len(restarted):
             rew, term, trunc = rew.copy(), term.copy(), trunc.copy()
-        restarted_set = {int(p) for p in restarted}
-        for pos, info in enumerate(env_infos):
-            if info or pos in restarted_set:
-                raw.append((pos * a, info, pos in restarted_set))
+        if len(restarted) or any(env_infos):
+            restarted_set = {int(p) for p in restarted}
+            for pos, info in enumerate(env_infos):
+                if info or pos in restarted_set:
+                    raw.append((pos * a, info, pos in restarted_set))
         self.mask = mask.copy() if copy else mask
         if ids is None:
             self._alive.reshape(-1)[:] = mask
