@@ -29,6 +29,7 @@ import argparse
 import datetime
 import importlib.metadata
 import json
+import os
 import statistics
 import sys
 import time
@@ -281,6 +282,14 @@ def run_cell(name, fn, num_envs, cores, rounds, seconds, quick, only) -> Dict[st
         result["vecenv_vs_ideal"] = best_vec[1] / (raw * cores)
     if best_vec and ss:
         result["vecenv_vs_supersuit_best"] = best_vec[1] / max(ss.values())
+    # What the work costs, whatever else runs: CPU per agent-step of the best
+    # vecenv layout against one raw env (1.0 = no overhead) and SuperSuit's best.
+    cpu_of = {k: v["cpu_us_per_agent_step"] for k, v in result["contenders"].items()}
+    if best_vec and "raw" in cpu_of:
+        result["raw_cpu_over_vecenv_cpu"] = cpu_of["raw"] / cpu_of[best_vec[0]]
+    ss_cpu = [v for k, v in cpu_of.items() if k.startswith("supersuit")]
+    if best_vec and ss_cpu:
+        result["supersuit_cpu_over_vecenv_cpu"] = min(ss_cpu) / cpu_of[best_vec[0]]
     return result
 
 
@@ -328,6 +337,14 @@ def report(cells: Dict[str, Any]) -> List[str]:
             f"  cheap: vecenv {v:.2f}x SuperSuit's best (target >= 3x): "
             f"{'pass' if v >= 3 else 'short'}"
         )
+    for name, cell in cells.items():
+        if "raw_cpu_over_vecenv_cpu" in cell:
+            lines.append(
+                f"  {name}: CPU per agent-step, raw env / vecenv = "
+                f"{cell['raw_cpu_over_vecenv_cpu']:.2f}, SuperSuit's least / vecenv = "
+                f"{cell.get('supersuit_cpu_over_vecenv_cpu', float('nan')):.2f} (info: what the "
+                "work costs, independent of the machine's load)"
+            )
     return lines
 
 
@@ -363,6 +380,7 @@ def main(argv=None) -> int:
         )
     result = {
         "started": started,
+        "load_average_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "machine": machine_info(),
         "versions": versions(),
         "git": git_info(),
