@@ -381,6 +381,19 @@ def test_agents_with_different_spaces_are_refused_unless_padded(make_venv):
 
 
 @pytest.mark.timeout(60)
+def test_envs_with_different_agents_are_refused():
+    fns = [
+        functools.partial(SpawnDieEnv, num_agents=3),
+        functools.partial(SpawnDieEnv, num_agents=4),
+    ]
+    with pytest.raises(SpaceError, match="share their spaces"):
+        MultiAgentVecEnv(fns, num_workers=2)
+    fns = [MatchEnv, functools.partial(SpawnDieEnv, num_agents=2)]
+    with pytest.raises(SpaceError):
+        MultiAgentVecEnv(fns, num_workers=1)
+
+
+@pytest.mark.timeout(60)
 def test_an_env_error_names_the_env_and_reset_recovers(make_venv):
     fns = [ScriptedEnv, ScriptedEnv, functools.partial(ScriptedEnv, raise_at=2)]
     venv = make_venv(fns, num_workers=2)

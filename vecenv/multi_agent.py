@@ -186,12 +186,26 @@ class MultiAgentVecEnv(VectorEnv):
                     factories, autoreset_mode="disabled", batch_size=batch_size, **engine_options
                 )
         except WorkerError as exc:
-            if exc.exc_type in ("vecenv.errors.SpaceError", "vecenv.errors.InvalidArgumentError"):
+            spaces_error = exc.exc_type in (
+                "vecenv.errors.SpaceError",
+                "vecenv.errors.InvalidArgumentError",
+            )
+            if spaces_error or "must share their spaces" in str(exc):  # the worker's check
                 raise SpaceError(str(exc)) from exc
             raise
         self._engine = engine
         try:
-            desc = engine.env_method("describe", indices=[0])[0]
+            described = engine.env_method("describe")
+            desc = described[0]
+            for i, other in enumerate(described):
+                if other != desc:
+                    raise SpaceError(
+                        f"env {i} has agents {other['possible_agents']} with spaces "
+                        f"({other['agent_observation_space']}, {other['agent_action_space']}), "
+                        f"env 0 has {desc['possible_agents']} with "
+                        f"({desc['agent_observation_space']}, {desc['agent_action_space']}); "
+                        "all envs must share their possible_agents and spaces"
+                    )
         except BaseException:
             engine.close()
             raise
@@ -231,7 +245,6 @@ class MultiAgentVecEnv(VectorEnv):
         if isinstance(self.single_action_space, spaces.Discrete):
             lo = int(self.single_action_space.start)
             self._discrete = (lo, lo + int(self.single_action_space.n))
-        self._needs_reset = True
 
     # ------------------------------------------------------------ helpers
     @property
@@ -402,7 +415,6 @@ class MultiAgentVecEnv(VectorEnv):
         out = engine.reset()
         n = self.num_parallel_envs
         obs, rew, term, trunc, raw, final = self._unpack(out, n, None, engine.reset_infos)
-        self._needs_reset = False
         return obs, self._batch_infos(raw, term, trunc, None, n)
 
     def step(self, actions):
