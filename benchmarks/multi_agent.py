@@ -372,6 +372,7 @@ def main(argv=None) -> int:
     cores = usable_cores()
     only = args.only.split(",") if args.only else None
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    machine = machine_info()  # before the run: its load average is the start's
     cells = {}
     for name in args.cells.split(","):
         fn = CELLS[name]
@@ -381,7 +382,7 @@ def main(argv=None) -> int:
     result = {
         "started": started,
         "load_average_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "machine": machine_info(),
+        "machine": machine,
         "versions": versions(),
         "git": git_info(),
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
