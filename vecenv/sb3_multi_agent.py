@@ -118,7 +118,7 @@ class SB3MultiAgentVecEnv(_SB3VecEnv):
         Returns
         -------
         observations : ndarray, (num_envs, *obs_shape)
-        rewards : float32 ndarray, (num_envs,)
+        rewards : float64 ndarray, (num_envs,)
         dones : bool ndarray, (num_envs,)
         infos : list of num_envs dicts
             ``"TimeLimit.truncated"`` in each; ``"terminal_observation"`` where
@@ -145,7 +145,7 @@ class SB3MultiAgentVecEnv(_SB3VecEnv):
             for r in np.flatnonzero(dones).tolist():
                 if final is not None:
                     rows[r]["terminal_observation"] = final[r]
-        return obs, rew.astype(np.float32), dones, rows
+        return obs, rew, dones, rows
 
     def _row_infos(self, infos) -> List[dict]:
         """Batched infos back to one dict per row (agent infos only)."""
