@@ -309,9 +309,10 @@ class MultiAgentVecEnv(VectorEnv):
     def _unpack(self, out, k: int, env_dones, env_infos, ids=None):
         """The engine's Dict of (k, max_agents, ...) leaves as agent rows.
 
-        Returns (obs, rewards, terminations, truncations, raw) where ``raw`` is
-        a list of (row offset, adapter info, restarted) per env of the batch
-        with something to report.
+        Returns (obs, rewards, terminations, truncations, raw, final): ``raw``
+        lists (row offset, adapter info, restarted) for the envs of the batch
+        with something to report; ``final`` is the final_obs leaf (or None).
+        A restarted env's rows have no last observation (zeros in final_obs).
         """
         a, copy = self.max_agents, self.copy
         obs = _rows_view(out["obs"], k, a, copy)
