@@ -628,3 +628,30 @@ def test_ray_backend_matches_a_plain_loop(one_node):
             np.testing.assert_array_equal(term | trunc, r_term | r_trunc)
     finally:
         venv.close()
+
+
+# ---------------------------------------------------------------- benchmark
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "benchmarks")
+
+
+@pytest.mark.timeout(120)
+def test_benchmark_quick_run_writes_json(tmp_path):
+    import json
+
+    script = os.path.join(BENCH, "multi_agent.py")
+    if not os.path.exists(script):
+        pytest.skip("benchmarks/ is not next to the tests")
+    out = tmp_path / "ma.json"
+    args = ["--quick", "--cells", "cheap", "--only", "vecenv", "--num-envs", "4"]
+    r = subprocess.run(
+        [sys.executable, script, *args, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(out.read_text())
+    cell = report["cells"]["cheap"]
+    assert cell["rows"] == 32 and cell["contenders"]["raw"]["median"] > 0
+    assert any(k.startswith("vecenv") for k in cell["contenders"])
+    assert report["machine"]["usable_cores"] >= 1 and report["versions"]["vecenv"]
