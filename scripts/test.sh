@@ -15,7 +15,7 @@ if [ "${VECENV_TEST_NO_INSTALL:-0}" != 1 ]; then
   # stable-baselines3 pulls in PyTorch: take the CPU build first so pip does not
   # fetch a multi-gigabyte CUDA one.
   "$PY" -m pip install -q "torch==2.13.0"
-  "$PY" -m pip install -q ".[test,sb3,atari,ray]"
+  "$PY" -m pip install -q ".[test,sb3,atari,ray,pettingzoo]"
 fi
 # -P keeps the source tree off sys.path, so `import vecenv` finds the installed copy.
 set +e

@@ -28,6 +28,7 @@ from vecenv.errors import (
     WorkerError,
 )
 from vecenv.gymnasium_vector import AsyncVectorEnv, make_vec
+from vecenv.multi_agent import MultiAgentVecEnv
 from vecenv.shmem_vec_env import ShmemVecEnv, make
 
 __version__ = "0.1.0"
@@ -36,6 +37,7 @@ __all__ = [
     "AsyncVectorEnv",
     "ClosedError",
     "InvalidArgumentError",
+    "MultiAgentVecEnv",
     "ObservationError",
     "RewardError",
     "ShmemVecEnv",
