@@ -914,6 +914,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--targets", action="store_true", help="also print the project's targets as pass/short"
     )
     p.add_argument("--no-plot", action="store_true", help="skip the PNGs")
+    p.add_argument(
+        "--multi-agent",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="also run benchmarks/multi_agent.py (simple_spread and a cheap env, agent-steps/s, "
+        "vs SuperSuit and PufferLib); auto: in the default suite when pettingzoo is installed",
+    )
     p.add_argument("--list", action="store_true", help="list envs and contenders, then exit")
     args = p.parse_args(argv)
     q = args.quick
@@ -1799,7 +1806,26 @@ def main(argv=None) -> int:
         f"took {fmt_duration(report['elapsed_s'])} (estimated {fmt_duration(report['estimated_s'])})"
         f"; wrote {out}" + "".join(f", {p}" for p in report.get("plots", []))
     )
+    if _want_multi_agent(args, argv):
+        import multi_agent
+
+        console.print("\nmulti-agent cells (benchmarks/multi_agent.py, agent-steps/s):")
+        ma_out = out.with_name(out.stem + "-multi-agent.json")
+        return multi_agent.main(["--out", str(ma_out), *(["--quick"] if args.quick else [])])
     return 0
+
+
+def _want_multi_agent(args, argv) -> bool:
+    """``--multi-agent``: on, off, or (auto) in the default suite when
+    PettingZoo and mpe2 can be imported."""
+    if args.multi_agent != "auto":
+        return args.multi_agent == "on"
+    given = sys.argv[1:] if argv is None else list(argv)
+    if args.quick or any(a.startswith(("--envs", "--num-envs", "--contenders")) for a in given):
+        return False
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("pettingzoo", "mpe2"))
 
 
 if __name__ == "__main__":
