@@ -9,17 +9,20 @@ reports medians with their spread, ratios against gymnasium's
 ``AsyncVectorEnv`` and against the ideal (usable cores x one raw env's
 steps/s, measured in the same run), a per-batch-step latency for ``noop``
 next to the wait/wake floor of a small C program, and the issue's targets as
-pass/short.
+pass/short (``--targets``). It ends with what to conclude for this machine:
+per env, the fastest contender, the vecenv layout to use, and where
+gymnasium's in-process ``SyncVectorEnv`` is as fast or faster.
 
 Usage::
 
-    python benchmarks/run.py                      # the default suite (a few minutes)
-    python benchmarks/run.py --quick              # a smoke test (seconds)
+    python benchmarks/run.py                      # the default suite (it states its duration)
+    python benchmarks/run.py --quick              # a smoke test (about 10-20 s)
     python benchmarks/run.py --envs noop,cartpole --num-envs 8,16 --contenders vecenv,gym_async
     python benchmarks/run.py --list               # contenders and environments, and what is installed
 
-Writes ``benchmarks/results/latest.json`` and ``latest.png`` (``--out`` moves
-both). See ``benchmarks/README.md`` for the method.
+Writes ``benchmarks/results/local/run-<UTC time>.json`` and ``.png`` (git-ignored;
+``--out`` to choose, ``--publish`` for the committed ``results/latest.json``).
+See ``benchmarks/README.md`` for the method.
 """
 
 from __future__ import annotations
@@ -46,9 +49,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from vecenv.bench import fmt_rate  # the installed vecenv (benchmarks/ heads sys.path)
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DEFAULT_OUT = HERE / "results" / "latest.json"
+LOCAL_OUT = HERE / "results" / "local"  # a user's runs (git-ignored)
+PUBLISHED_OUT = HERE / "results" / "latest.json"  # the committed run (--publish)
+AS_FAST = 0.95  # "as fast or faster": within 5% of the other's median
 ACTION_POOL = 64  # pre-sampled action batches per session, used in turn
 
 
@@ -168,6 +175,9 @@ def make_env(env_id: str, kwargs: Dict[str, Any]):
     factory (cloudpickle copies it by value from ``__main__``)."""
     import gymnasium
 
+    # The envs' own warnings (MuJoCo deprecations...) would bury the progress
+    # lines; this runs in every contender's workers too.
+    warnings.filterwarnings("ignore")
     if env_id.startswith("ALE/"):
         import ale_py
 
@@ -261,6 +271,15 @@ def probe_env(spec: EnvSpec):
     spaces = (env.observation_space, env.action_space)
     env.close()
     return spaces, None
+
+
+def time_one_env(spec: EnvSpec) -> float:
+    """Seconds to build, reset and close one env (imports already done)."""
+    t0 = time.perf_counter()
+    env = spec.factory()()
+    env.reset(seed=0)
+    env.close()
+    return time.perf_counter() - t0
 
 
 def sample_actions(space, shape_prefix: Tuple[int, ...], seed: int) -> np.ndarray:
@@ -651,6 +670,7 @@ CONTENDERS: Dict[str, Contender] = {
     ]
 }
 REFERENCE = "gym_async"
+QUICK_CONTENDERS = ["vecenv", "vecenv_best", "gym_sync", "gym_async"]
 
 
 # --------------------------------------------------------------------- measuring
@@ -750,7 +770,8 @@ class Console:
         try:
             import rich.console
 
-            self.rich = rich.console.Console()
+            # Not a terminal (a log file): wide lines instead of wrapped tables.
+            self.rich = rich.console.Console(width=None if sys.stdout.isatty() else 140)
         except ImportError:
             self.rich = None
 
@@ -787,7 +808,7 @@ class Console:
 
             t = Table(title=title, show_lines=False)
             for i, c in enumerate(columns):
-                t.add_column(c, justify="left" if i == 0 else "right")
+                t.add_column(c, justify="left" if i == 0 else "right", overflow="fold")
             for r in rows:
                 t.add_row(*r)
             self.rich.print(t)
@@ -825,23 +846,13 @@ class _PlainProgress:
         self.total, self.done = total, 0
 
     def describe(self, text: str) -> None:
-        print(f"[{self.done}/{self.total}] {text}", file=sys.stderr, flush=True)
+        pass  # without rich: only the line after each cell (run())
 
     def advance(self, n: int = 1) -> None:
         self.done += n
 
     def close(self) -> None:
         pass
-
-
-def fmt_rate(x: Optional[float]) -> str:
-    if x is None:
-        return "-"
-    if x >= 1e6:
-        return f"{x / 1e6:.2f}M"
-    if x >= 1e3:
-        return f"{x / 1e3:.1f}k"
-    return f"{x:.0f}"
 
 
 def fmt_ratio(x: Optional[float]) -> str:
@@ -862,7 +873,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         description="vecenv benchmark suite: env-steps/s of vecenv and its peers on real envs.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--quick", action="store_true", help="tiny run for a smoke test")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: cartpole x8, 4 contenders, 1 round of 0.2 s (about 10-20 s)",
+    )
     p.add_argument(
         "--envs",
         help=f"comma-separated envs from {sorted(ENVS)} (default: all)",
@@ -885,23 +900,48 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help="JSON path; the PNG goes next to it"
+        "--out",
+        type=Path,
+        help="JSON path; the PNGs go next to it (default: a new file in "
+        "benchmarks/results/local/, which git ignores)",
     )
-    p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="write the committed benchmarks/results/latest.json and latest.png",
+    )
+    p.add_argument(
+        "--targets", action="store_true", help="also print the project's targets as pass/short"
+    )
+    p.add_argument("--no-plot", action="store_true", help="skip the PNGs")
+    p.add_argument(
+        "--multi-agent",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="also run benchmarks/multi_agent.py (simple_spread and a cheap env, agent-steps/s, "
+        "vs SuperSuit and PufferLib); auto: in the default suite when pettingzoo is installed",
+    )
     p.add_argument("--list", action="store_true", help="list envs and contenders, then exit")
     args = p.parse_args(argv)
     q = args.quick
     if args.rounds is None:
         args.rounds = 1 if q else 3
     if args.seconds is None:
-        args.seconds = 0.1 if q else 0.5
+        args.seconds = 0.2 if q else 0.5
     if args.warmup is None:
         args.warmup = 0.05 if q else 0.2
     if args.floor_iterations is None:
         args.floor_iterations = 300 if q else 3000
     if args.rounds < 1 or args.seconds <= 0 or args.warmup < 0 or args.floor_iterations < 1:
         p.error("--rounds, --seconds and --floor-iterations must be positive, --warmup >= 0")
-    envs = parse_list(args.envs) or (["noop", "cartpole"] if q else list(ENVS))
+    if args.out is not None and args.publish:
+        p.error("--out and --publish both name the output: pick one")
+    if args.publish:
+        args.out = PUBLISHED_OUT
+    elif args.out is None:
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        args.out = LOCAL_OUT / f"run-{stamp}.json"
+    envs = parse_list(args.envs) or (["cartpole"] if q else list(ENVS))
     keys = []
     for e in envs:
         k = e if e in ENVS else ENV_ALIASES.get(e.lower())
@@ -910,7 +950,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         keys.append(k)
     args.envs = keys
     try:
-        args.num_envs = parse_list(args.num_envs, int) or ([2, 4] if q else [2, 4, 8, 16])
+        args.num_envs = parse_list(args.num_envs, int) or ([8] if q else [2, 4, 8, 16])
     except ValueError:
         p.error("--num-envs takes comma-separated integers")
     if any(n < 1 for n in args.num_envs):
@@ -919,7 +959,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if names == ["all"]:
         names = list(CONTENDERS)
     elif not names:
-        names = [c.name for c in CONTENDERS.values() if c.default]
+        names = QUICK_CONTENDERS if q else [c.name for c in CONTENDERS.values() if c.default]
     bad = [n for n in names if n not in CONTENDERS]
     if bad:
         p.error(f"unknown contenders {bad}; choose from {list(CONTENDERS)}")
@@ -939,8 +979,65 @@ def list_everything(console: Console) -> None:
     console.table("contenders", ["name", "what", "default", "note"], rows)
 
 
+# Seconds to open and close a contender with n envs, for the up-front estimate
+# (a 2-core VM; the ETA after each cell rescales by what the run measured).
+OPEN_CLOSE_S: Dict[str, Callable[[int], float]] = {
+    "gym_sync": lambda n: 0.01,
+    "gym_async": lambda n: 0.1 + 0.02 * n,  # one process per env (fork)
+    "sb3": lambda n: 0.3 + 0.05 * n,  # one process per env (forkserver, SB3 preloaded)
+    "vecenv_sb3": lambda n: 0.3,
+    "vecenv_ray": lambda n: 8.0,
+}
+
+
+IN_PROCESS = ("gym_sync", "envpool_sync", "envpool_async")
+
+
+def estimate_cell_s(args, key: str, n: int, cores: int, make_s: float = 0.0) -> float:
+    """Predicted seconds for one cell: every session's warm-up and rounds, the
+    layout trials of vecenv_best, opening and closing, and building the envs
+    (``make_s`` seconds each, as the probe measured; in parallel on the cores
+    for multiprocess contenders)."""
+    per_session = args.warmup + args.rounds * (args.seconds + 0.01)
+    total = per_session + make_s  # the raw env
+    build = n * make_s / cores
+    for name in args.contenders:
+        total += per_session + OPEN_CLOSE_S.get(name, lambda n: 0.15)(n)
+        total += n * make_s if name in IN_PROCESS else build
+        if name == "vecenv_best":
+            trial = max(args.seconds / 2, 0.05)
+            total += len(_layout_candidates(n, cores)) * (1.5 * trial + 0.15 + build)
+    if key == "noop":
+        total += args.rounds * 0.1  # the C floor
+    return total
+
+
+def fmt_duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    return f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+def _preload_sb3_in_forkserver(contenders: List[str]) -> None:
+    """SB3's SubprocVecEnv starts one forkserver process per env, and each
+    imported SB3 (and PyTorch) again: 16 envs took 30 s to open on 2 cores.
+    Preloaded in the forkserver, each child starts with it (0.7 s for 16);
+    the stepping is the same."""
+    if any(c in ("sb3", "vecenv_sb3") for c in contenders):
+        import multiprocessing
+
+        if importlib.util.find_spec("stable_baselines3") is not None:
+            multiprocessing.set_forkserver_preload(
+                ["__main__", "stable_baselines3.common.vec_env.subproc_vec_env"]
+            )
+
+
 def run(args) -> Dict[str, Any]:
+    # The envs' warnings, here and in workers started with spawn or forkserver.
     warnings.filterwarnings("ignore")
+    os.environ["PYTHONWARNINGS"] = "ignore"
+    _preload_sb3_in_forkserver(args.contenders)
     console = Console()
     cores = usable_cores()
     started = time.time()
@@ -980,9 +1077,12 @@ def run(args) -> Dict[str, Any]:
 
     # Which envs and contenders can run at all.
     env_specs = []
+    make_s: Dict[str, float] = {}  # seconds to build, reset and close one env
     for key in args.envs:
         spec = ENVS[key]
         spaces, why = probe_env(spec)
+        if why is None:
+            make_s[key] = time_one_env(spec)
         if why is not None:
             report["skipped"].append({"env": spec.label, "reason": why})
             console.print(f"[yellow]skip env {spec.label}[/yellow]: {why}")
@@ -1004,12 +1104,29 @@ def run(args) -> Dict[str, Any]:
         console.print(f"[yellow]{floor.note}[/yellow]")
 
     cells = [(spec, spaces, n) for spec, spaces in env_specs for n in args.num_envs]
+    plan = [estimate_cell_s(args, spec.key, n, cores, make_s[spec.key]) for spec, _, n in cells]
+    report["estimated_s"] = round(sum(plan), 1)
+    console.print(
+        f"{len(cells)} cells ({len(env_specs)} envs x {len(args.num_envs)} sizes), "
+        f"{len(args.contenders)} contenders each: about {fmt_duration(sum(plan))} "
+        "(estimated; each finished cell prints a line with the ETA)"
+    )
     per_cell = (len(args.contenders) + 1) * (args.rounds + 1)
     progress = console.progress(len(cells) * per_cell)
     missing: Dict[Any, str] = {}  # contender, or (contender, env), that cannot run
+    planned_done = 0.0
     try:
-        for spec, spaces, n in cells:
+        for k, (spec, spaces, n) in enumerate(cells):
+            t0 = time.time()
             run_cell(args, spec, spaces, n, cores, report, progress, missing, floor)
+            planned_done += plan[k]
+            elapsed = time.time() - started
+            eta = sum(plan[k + 1 :]) * elapsed / max(planned_done, 1e-9)
+            console.print(
+                f"[{k + 1}/{len(cells)}] {spec.label} x{n} ({time.time() - t0:.0f} s): "
+                f"{cell_summary(report, spec.label, n)}; elapsed {fmt_duration(elapsed)}, "
+                f"ETA {fmt_duration(eta)}"
+            )
     finally:
         progress.close()
         floor.close()
@@ -1020,6 +1137,7 @@ def run(args) -> Dict[str, Any]:
     )
     report["elapsed_s"] = round(time.time() - started, 1)
     report["targets"] = evaluate_targets(report)
+    report["conclusion"] = conclude(report)
     return report
 
 
@@ -1204,6 +1322,145 @@ def record_cell(spec, n, cores, sessions, rates, lats, floors, report) -> None:
         report["results"].append(entry)
 
 
+# --------------------------------------------------------------------- conclusion
+def _cell_entries(report, env, n) -> List[Dict[str, Any]]:
+    return [e for e in report["results"] if e["env"] == env and e["num_envs"] == n]
+
+
+def _rate(e) -> float:
+    return e["env_steps_per_s"]["median"]
+
+
+def layout_text(e: Dict[str, Any]) -> str:
+    """How to build this vecenv contender, in words a user can copy."""
+    lay = e.get("layout") or {}
+    name = e["contender"]
+    if name == "vecenv_async":
+        return f"ShmemVecEnv(batch_size={lay.get('batch_size')}), recv/send"
+    if name == "vecenv_gym":
+        return "vecenv.AsyncVectorEnv"
+    if name == "vecenv_sb3":
+        return "vecenv.sb3.SubprocVecEnv"
+    if name == "vecenv_ray":
+        return "vecenv.ray.RayVecEnv"
+    w, per = lay.get("num_workers"), lay.get("envs_per_worker")
+    if w is None:
+        return "ShmemVecEnv()"
+    how = "default layout: " if name == "vecenv" else ""
+    return f"ShmemVecEnv({how}num_workers={w}, {per} env{'s' if per != 1 else ''} each)"
+
+
+def conclude(report: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per env and num_envs: the fastest contender, vecenv's fastest way, and
+    gymnasium's in-process SyncVectorEnv against it."""
+    out = []
+    for env in report["envs"]:
+        for n in sorted({c["num_envs"] for c in report["cells"] if c["env"] == env}):
+            entries = _cell_entries(report, env, n)
+            if not entries:
+                continue
+            best = max(entries, key=_rate)
+            ours = [e for e in entries if CONTENDERS[e["contender"]].vecenv]
+            peers = [e for e in entries if not CONTENDERS[e["contender"]].vecenv]
+            v = max(ours, key=_rate) if ours else None
+            peer = max(peers, key=_rate) if peers else None
+            sync = next((e for e in entries if e["contender"] == "gym_sync"), None)
+            out.append(
+                {
+                    "env": env,
+                    "num_envs": n,
+                    "fastest": best["contender"],
+                    "fastest_env_steps_per_s": _rate(best),
+                    "vecenv_best": v and v["contender"],
+                    "vecenv_layout": v and layout_text(v),
+                    "vecenv_env_steps_per_s": v and _rate(v),
+                    "best_peer": peer and peer["contender"],
+                    "best_peer_env_steps_per_s": peer and _rate(peer),
+                    "gym_sync_vs_vecenv": _rate(sync) / _rate(v) if sync and v else None,
+                }
+            )
+    return out
+
+
+def cell_summary(report, env, n) -> str:
+    """One line on a finished cell: the fastest and vecenv's fastest."""
+    entries = _cell_entries(report, env, n)
+    if not entries:
+        return "nothing measured"
+    best = max(entries, key=_rate)
+    text = f"fastest {best['contender']} {fmt_rate(_rate(best))}"
+    ours = [e for e in entries if CONTENDERS[e["contender"]].vecenv]
+    if ours and not CONTENDERS[best["contender"]].vecenv:
+        v = max(ours, key=_rate)
+        text += f", vecenv's best {v['contender']} {fmt_rate(_rate(v))}"
+    return text
+
+
+def _sizes(ns: List[int]) -> str:
+    return ", ".join(str(n) for n in ns)
+
+
+def print_conclusion(report: Dict[str, Any], console: Console) -> None:
+    rows = report.get("conclusion") or []
+    if not rows:
+        return
+    cores = report["machine"]["usable_cores"]
+    table = []
+    for r in rows:
+        v = r["vecenv_env_steps_per_s"]
+        ratio = r["gym_sync_vs_vecenv"]
+        table.append(
+            [
+                f"{r['env']} x{r['num_envs']}",
+                f"{r['fastest']} {fmt_rate(r['fastest_env_steps_per_s'])}",
+                "-" if v is None else f"{r['vecenv_layout']} {fmt_rate(v)}",
+                "-"
+                if ratio is None
+                else f"{ratio:.2f}x" + (" (as fast or faster)" if ratio >= AS_FAST else ""),
+            ]
+        )
+    console.table(
+        f"What to use on this machine ({cores} usable cores): env-steps/s, medians",
+        ["env, num_envs", "fastest", "vecenv's fastest way", "gym SyncVectorEnv / that"],
+        table,
+    )
+    console.print("[bold]Conclusion for this machine[/bold]")
+    for env in report["envs"]:
+        mine = [r for r in rows if r["env"] == env]
+        if not mine:
+            continue
+        fastest: Dict[str, List[int]] = {}
+        layouts: Dict[str, List[int]] = {}
+        for r in mine:
+            fastest.setdefault(r["fastest"], []).append(r["num_envs"])
+            if r["vecenv_layout"]:
+                layouts.setdefault(r["vecenv_layout"], []).append(r["num_envs"])
+        parts = [
+            "Fastest: " + "; ".join(f"{c} at num_envs {_sizes(ns)}" for c, ns in fastest.items())
+        ]
+        if layouts:
+            parts.append(
+                "With vecenv use "
+                + "; ".join(f"{lay} at num_envs {_sizes(ns)}" for lay, ns in layouts.items())
+            )
+        ratios = {r["num_envs"]: r["gym_sync_vs_vecenv"] for r in mine}
+        faster = [n for n, x in ratios.items() if x is not None and x >= 2 - AS_FAST]
+        level = [n for n, x in ratios.items() if x is not None and AS_FAST <= x < 2 - AS_FAST]
+        if faster:
+            parts.append(
+                f"gymnasium's in-process SyncVectorEnv is faster at num_envs {_sizes(faster)}: "
+                "a step of this env is too cheap there for worker processes to pay off"
+            )
+        if level:
+            parts.append(
+                f"gymnasium's in-process SyncVectorEnv is as fast (within 5%) at num_envs "
+                f"{_sizes(level)}"
+            )
+        if not faster and not level and any(x is not None for x in ratios.values()):
+            parts.append("gymnasium's in-process SyncVectorEnv is slower at every size")
+        console.print(f"  {env}: " + ". ".join(parts) + ".")
+
+
 # --------------------------------------------------------------------- targets
 # (env label, num_envs, what, threshold): "what" is the reference contender
 # name, "ideal", or "floor" (per-batch overhead over the wait/wake floor, at most).
@@ -1263,7 +1520,9 @@ def evaluate_targets(report) -> List[Dict[str, Any]]:
 
 
 # --------------------------------------------------------------------- report
-def print_report(report: Dict[str, Any], console: Console) -> None:
+def print_report(report: Dict[str, Any], console: Console, targets: bool = False) -> None:
+    """The tables, skips and notes, then what to conclude (last); the targets
+    only with ``targets``."""
     ns = sorted({c["num_envs"] for c in report["cells"]})
     for env in report["envs"]:
         cells = {c["num_envs"]: c for c in report["cells"] if c["env"] == env}
@@ -1305,24 +1564,25 @@ def print_report(report: Dict[str, Any], console: Console) -> None:
         if e["env"] != "noop" or e["latency_us_per_call"] is None:
             continue
         lat = e["latency_us_per_call"]
-        f = e.get("floor") or {}
         lat_rows.append(
             [
                 f"{e['contender']} x{e['num_envs']}",
                 f"{lat['p50']:.1f}",
                 f"{lat['p90']:.1f}",
                 str(e["layout"].get("num_workers", "-")),
-                f"{f['floor_p50_us']:.1f}" if f else "-",
-                f"{f['overhead_vs_floor']:.2f}x" if f.get("overhead_vs_floor") else "-",
             ]
         )
     if lat_rows:
+        # The C wait/wake floor (benchmarks/wakeup_floor.c) is not in this
+        # table: it times the futex round trip alone, without the Python that
+        # every contender runs per batch, so it is no floor of theirs. It is in
+        # the JSON ("floor") and behind --targets.
         console.table(
             "noop: latency per batch step (us; async contenders: per recv+send)",
-            ["contender", "p50", "p90", "workers", "floor p50 (C, same workers)", "overhead/floor"],
+            ["contender", "p50", "p90", "workers"],
             lat_rows,
         )
-    if report.get("targets"):
+    if targets and report.get("targets"):
         rows = []
         for t in report["targets"]:
             color = {"pass": "green", "short": "red"}.get(t["status"], "yellow")
@@ -1343,9 +1603,88 @@ def print_report(report: Dict[str, Any], console: Console) -> None:
         console.print(f"[yellow]skipped[/yellow] {where}: {s['reason']}")
     for note in report["notes"]:
         console.print(f"[yellow]note[/yellow]: {note}")
+    print_conclusion(report, console)
 
 
-def plot(report: Dict[str, Any], path: Path) -> Optional[str]:
+def plot_summary(report: Dict[str, Any], path: Path) -> Optional[str]:
+    """Per env: vecenv's fastest way, the fastest peer and the ideal against
+    num_envs (each point of the peer's line names the peer)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import NullLocator
+    except ImportError:
+        return "matplotlib is not installed: no plot"
+    rows = report.get("conclusion") or []
+    envs = [e for e in report["envs"] if any(r["env"] == e for r in rows)]
+    if not envs:
+        return "nothing measured: no plot"
+    cols = min(3, len(envs))
+    nrows = (len(envs) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 4.0 * nrows), squeeze=False)
+    ns = sorted({c["num_envs"] for c in report["cells"]})
+    for ax, env in zip(axes.flat, envs):
+        mine = [r for r in rows if r["env"] == env]
+        ours = [(r["num_envs"], r["vecenv_env_steps_per_s"]) for r in mine if r["vecenv_best"]]
+        peer = [
+            (r["num_envs"], r["best_peer_env_steps_per_s"], r["best_peer"])
+            for r in mine
+            if r["best_peer"]
+        ]
+        if ours:
+            ax.plot(
+                *zip(*ours),
+                marker="o",
+                linewidth=2,
+                color="tab:blue",
+                label="vecenv (its fastest way)",
+            )
+        if peer:
+            x, y, who = zip(*peer)
+            ax.plot(x, y, marker="s", color="tab:orange", label="fastest peer (named)")
+            for xi, yi, w in peer:
+                ax.annotate(
+                    w,
+                    (xi, yi),
+                    textcoords="offset points",
+                    xytext=(0, -12),
+                    fontsize=7,
+                    ha="center",
+                )
+        ideal = sorted(
+            (c["num_envs"], c["ideal_env_steps_per_s"])
+            for c in report["cells"]
+            if c["env"] == env and c["ideal_env_steps_per_s"]
+        )
+        if ideal:
+            ax.plot(*zip(*ideal), "k--", marker="x", label="ideal (cores x one raw env)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("num_envs")
+        ax.set_ylabel("env-steps/s")
+        ax.set_title(env)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    for ax in list(axes.flat)[len(envs) :]:
+        ax.set_visible(False)
+    m = report["machine"]
+    fig.suptitle(
+        f"vecenv against the fastest peer; {m['cpu_model']}, {m['usable_cores']} usable cores\n"
+        f"(every contender: {path.stem}-all.png)",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def plot_all(report: Dict[str, Any], path: Path) -> Optional[str]:
     """env-steps/s against num_envs, one panel per env, one line per contender."""
     try:
         import matplotlib
@@ -1363,8 +1702,12 @@ def plot(report: Dict[str, Any], path: Path) -> Optional[str]:
     cols = min(3, panels)
     rows = (panels + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows), squeeze=False)
-    palette = plt.get_cmap("tab20").colors
-    color = {n: palette[(2 * i) % 20 + (i // 10) % 2] for i, n in enumerate(report["contenders"])}
+    # vecenv's contenders solid and thick, the peers dashed, each set in its
+    # own distinct colours (tab10), so no two lines look alike.
+    palette = plt.get_cmap("tab10").colors
+    ours = [n for n in report["contenders"] if CONTENDERS[n].vecenv]
+    peers = [n for n in report["contenders"] if not CONTENDERS[n].vecenv]
+    color = {n: palette[i % 10] for group in (ours, peers) for i, n in enumerate(group)}
 
     def lines(ax, env, value):
         for name in report["contenders"]:
@@ -1375,8 +1718,16 @@ def plot(report: Dict[str, Any], path: Path) -> Optional[str]:
             )
             if pts:
                 x, y = zip(*pts)
-                wide = 2 if CONTENDERS[name].vecenv else 1
-                ax.plot(x, y, marker="o", label=name, color=color[name], linewidth=wide)
+                mine = CONTENDERS[name].vecenv
+                ax.plot(
+                    x,
+                    y,
+                    marker="o" if mine else "s",
+                    linestyle="-" if mine else "--",
+                    linewidth=2 if mine else 1.2,
+                    label=name,
+                    color=color[name],
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ns = sorted({c["num_envs"] for c in report["cells"]})
@@ -1400,13 +1751,6 @@ def plot(report: Dict[str, Any], path: Path) -> Optional[str]:
     if has_latency:
         ax = axes.flat[len(envs)]
         lines(ax, "noop", lambda e: (e["latency_us_per_call"] or {}).get("p50"))
-        floor = {}
-        for f in report["floor"]:
-            if f["env"] == "noop":
-                floor.setdefault(f["num_envs"], f["p50_us"])
-        if floor:
-            x, y = zip(*sorted(floor.items()))
-            ax.plot(x, y, "k:", marker="x", label="wait/wake floor (C)")
         ax.set_title("noop: latency per batch step (p50)")
         ax.set_ylabel("microseconds")
     handles = {}
@@ -1446,19 +1790,42 @@ def main(argv=None) -> int:
     report = run(args)
     out: Path = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
-    png = out.with_suffix(".png")
+    pngs = [out.with_suffix(".png"), out.with_name(out.stem + "-all.png")]
     if not args.no_plot:
-        why = plot(report, png)
-        if why:
-            report["notes"].append(why)
-        else:
-            report["plot"] = str(png)
-    print_report(report, console)
+        for draw, png in zip((plot_summary, plot_all), pngs):
+            why = draw(report, png)
+            if why:
+                report["notes"].append(why)
+                break
+            report.setdefault("plots", []).append(str(png))
+    print_report(report, console, targets=args.targets)
     with open(out, "w") as f:
         json.dump(report, f, indent=1, default=str)
         f.write("\n")
-    console.print(f"wrote {out}" + ("" if args.no_plot or "plot" not in report else f" and {png}"))
+    console.print(
+        f"took {fmt_duration(report['elapsed_s'])} (estimated {fmt_duration(report['estimated_s'])})"
+        f"; wrote {out}" + "".join(f", {p}" for p in report.get("plots", []))
+    )
+    if _want_multi_agent(args, argv):
+        import multi_agent
+
+        console.print("\nmulti-agent cells (benchmarks/multi_agent.py, agent-steps/s):")
+        ma_out = out.with_name(out.stem + "-multi-agent.json")
+        return multi_agent.main(["--out", str(ma_out), *(["--quick"] if args.quick else [])])
     return 0
+
+
+def _want_multi_agent(args, argv) -> bool:
+    """``--multi-agent``: on, off, or (auto) in the default suite when
+    PettingZoo and mpe2 can be imported."""
+    if args.multi_agent != "auto":
+        return args.multi_agent == "on"
+    given = sys.argv[1:] if argv is None else list(argv)
+    if args.quick or any(a.startswith(("--envs", "--num-envs", "--contenders")) for a in given):
+        return False
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("pettingzoo", "mpe2"))
 
 
 if __name__ == "__main__":

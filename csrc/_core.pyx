@@ -18,29 +18,46 @@ block on raw pointers.
 Control region layout (byte offsets from the start of the block)::
 
     0     header: magic, num_envs, num_workers
-    64    ready_count  (workers add, parent subtracts; parent futex-waits on it)
-    68    parent_waiting (1 while the parent sleeps on ready_count)
-    72    parent_target (ready_count at which a worker must wake the parent)
+    64    doorbell     (workers add on every publish and when a pipe write
+                        blocks; the parent futex-waits on it; never a count)
+    68    parent_waiting (1 while the parent sleeps on the doorbell)
+    72    parent_target (published count at which a worker must wake the parent)
     128   ticket counter (one ticket per published worker round: FIFO order)
     256   one 128-byte slot per worker:
-            +0 cmd_seq   parent adds 1 to hand the worker new work
-            +4 sleeping  1 while the worker sleeps on cmd_seq
-            +8 msg_seq   parent adds 1 per message it put on the worker's pipe
+            +0  cmd_seq    parent adds 1 to hand the worker new work
+            +4  sleeping   1 while the worker sleeps on cmd_seq
+            +8  msg_seq    parent adds 1 per frame it starts writing to the worker's
+                           pipe, before the first byte (vecenv._channel)
+            +12 published  worker adds the envs of each publish (u32, wraps)
+            +16 collected  parent adds the worker's envs it collects; forget()
+                           sets it to published (u32, wraps)
+            +20 tx_blocked 1 while the worker waits for room to write a frame
+                           to its pipe (the parent then reads that pipe)
+            +24..+31 spare
+            +32 env + 1  the env the worker is inside (0: between env calls)
+            +36 activity what that env is doing (vecenv._worker.Activity)
     then  op[num_envs]      u8  parent writes (STEP, RESET), worker clears
           status[num_envs]  u8  worker writes (0 ok, INFO, ERROR) before publishing
           ready[num_envs]   u8  worker sets on publish, parent clears on collect
           ticket[num_envs]  u32 worker writes on publish
 
+The number of envs published and not yet collected is the sum over workers of
+``int32(published - collected)``, never a shared counter: each worker's share
+is exact, so ``forget`` drops a dead worker's share by setting its collected
+count to its published count, and nothing is ever subtracted (no wrap).
+
 Who writes what, and when: the parent writes op bytes and actions only for envs
-that are not in flight (collected and not yet dispatched again), then adds to
-cmd_seq; a worker reads them only after it saw cmd_seq change. A worker writes
-observations, rewards, flags and status for an env, then publishes it (ready,
-ticket, ready_count); the parent reads them only after ready_count says so.
+that are not in flight (collected and not yet dispatched again), clears their
+status, fences, writes their op bytes, then adds to cmd_seq; a worker reads them
+only after it saw cmd_seq change. A worker writes observations, rewards, flags,
+status and ticket for an env, fences, sets its ready byte, fences, adds to its
+published count and rings the doorbell; the parent reads an env only after its
+ready byte and the published counts say so.
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo
 from libc.errno cimport errno
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -226,7 +243,8 @@ cdef class Control:
 
     cdef SharedBlock block
     cdef char* base
-    cdef uint32_t* nready
+    cdef uint32_t* nready  # the doorbell (see the layout above)
+    cdef int64_t* wcount  # envs per worker
     cdef uint32_t* parent_waiting
     cdef uint32_t* parent_target
     cdef uint32_t* ticket_counter
@@ -249,6 +267,7 @@ cdef class Control:
         self.touched = NULL
         self.order = NULL
         self.inflight = NULL
+        self.wcount = NULL
         need = control_nbytes(num_envs, num_workers)
         block._check()
         if block.size < need:
@@ -275,14 +294,18 @@ cdef class Control:
         self.env_worker = <int*>malloc(sizeof(int) * num_envs)
         self.touched = <uint8_t*>malloc(num_workers)
         self.order = <int64_t*>malloc(sizeof(int64_t) * num_envs)
-        if self.env_worker == NULL or self.touched == NULL or self.order == NULL:
+        self.wcount = <int64_t*>malloc(sizeof(int64_t) * num_workers)
+        if (self.env_worker == NULL or self.touched == NULL or self.order == NULL
+                or self.wcount == NULL):
             raise MemoryError()
+        memset(self.wcount, 0, sizeof(int64_t) * num_workers)
         cdef Py_ssize_t i
         for i in range(num_envs):
             w = int(env_worker[i])
             if w < 0 or w >= num_workers:
                 raise ValueError(f"env_worker[{i}]={w} is not a worker index in [0, {num_workers})")
             self.env_worker[i] = w
+            self.wcount[w] += 1
         cdef uint32_t* hdr = <uint32_t*>self.base
         if init:
             memset(self.base, 0, <size_t>need)
@@ -297,9 +320,11 @@ cdef class Control:
         free(self.env_worker)
         free(self.touched)
         free(self.order)
+        free(self.wcount)
         self.env_worker = NULL
         self.touched = NULL
         self.order = NULL
+        self.wcount = NULL
         self.inflight = NULL
 
     def track_in_flight(self, cnp.ndarray flags):
@@ -318,6 +343,23 @@ cdef class Control:
 
     cdef inline uint32_t* _slot(self, Py_ssize_t w) noexcept nogil:
         return <uint32_t*>(self.slots + SLOT_BYTES * w)
+
+    cdef inline int64_t _published(self) noexcept nogil:
+        # Sum of the workers' exact shares (see the layout in the module doc).
+        cdef int64_t total = 0
+        cdef Py_ssize_t w
+        cdef uint32_t* s
+        for w in range(self.num_workers):
+            s = self._slot(w)
+            total += <int32_t>(ve_load(&s[3]) - ve_load(&s[4]))
+        return total
+
+    cdef inline bint _tx_blocked_any(self) noexcept nogil:
+        cdef Py_ssize_t w
+        for w in range(self.num_workers):
+            if ve_load(&self._slot(w)[5]):
+                return True
+        return False
 
     cdef inline void _kick(self, Py_ssize_t w) noexcept nogil:
         cdef uint32_t* s = self._slot(w)
@@ -346,10 +388,13 @@ cdef class Control:
         cdef Py_ssize_t w
         with nogil:
             ve_fence()  # actions written before this call are visible before the ops
-            memset(self.op, op, <size_t>self.num_envs)
+            # Status first: a worker already awake may take an op as soon as it
+            # is written and publish a status that a later clear would wipe.
             memset(self.status, 0, <size_t>self.num_envs)
             if self.inflight != NULL:
                 memset(self.inflight, 1, <size_t>self.num_envs)
+            ve_fence()
+            memset(self.op, op, <size_t>self.num_envs)
             for w in range(self.num_workers):
                 self._kick(w)
 
@@ -366,13 +411,15 @@ cdef class Control:
         with nogil:
             ve_fence()  # actions written before this call are visible before the ops
             memset(self.touched, 0, <size_t>self.num_workers)
-            for i in range(n):
+            for i in range(n):  # status first, as in dispatch_all
                 e = ids[i]
-                self.op[e] = <uint8_t>op
                 self.status[e] = 0
                 self.touched[self.env_worker[e]] = 1
                 if self.inflight != NULL:
                     self.inflight[e] = 1
+            ve_fence()
+            for i in range(n):
+                self.op[ids[i]] = <uint8_t>op
             for w in range(self.num_workers):
                 if self.touched[w]:
                     self._kick(w)
@@ -391,52 +438,86 @@ cdef class Control:
 
         Spins for at most ``spin_s`` seconds, then sleeps on a futex, for at
         most ``timeout_s`` seconds in all. Returns the number of published envs
-        (>= target), or -1 if the time ran out first. Callers wait in slices
-        and check worker liveness and signals between them.
+        (>= target), -1 if the time ran out first, or -2 as soon as a worker
+        waits for room on its pipe (:meth:`tx_blocked_workers`: read their
+        pipes, then wait again). Callers wait in slices and check worker
+        liveness and signals between them.
         """
-        cdef uint32_t v, t = <uint32_t>target
+        cdef int64_t v, t = target
+        cdef uint32_t bell
         cdef double start, deadline, left
-        cdef int timed_out = 0
+        cdef int timed_out = 0, blocked = 0
         cdef unsigned long spins = 0
         with nogil:
-            v = ve_load(self.nready)
+            v = self._published()
             if v < t:
                 start = ve_now()
                 deadline = start + timeout_s
                 while v < t and ve_now() - start < spin_s:
                     ve_spin_step(spins)
                     spins += 1
-                    v = ve_load(self.nready)
-                while v < t:
-                    ve_store(self.parent_target, t)
+                    v = self._published()
+                    if self._tx_blocked_any():
+                        blocked = 1
+                        break
+                while v < t and not blocked:
+                    ve_store(self.parent_target, <uint32_t>t)
                     ve_store(self.parent_waiting, 1)
-                    v = ve_load(self.nready)
+                    # Doorbell before the counts: a publish or a blocked write
+                    # after this load changes it, so the futex wait returns.
+                    bell = ve_load(self.nready)
+                    v = self._published()
                     if v >= t:
+                        break
+                    if self._tx_blocked_any():
+                        blocked = 1
                         break
                     left = deadline - ve_now()
                     if left <= 0:
                         timed_out = 1
                         break
-                    ve_futex_wait(self.nready, v, left)
-                    v = ve_load(self.nready)
+                    ve_futex_wait(self.nready, bell, left)
+                    v = self._published()
                 ve_store(self.parent_waiting, 0)
+        if blocked:
+            return -2
         if timed_out:
             return -1
         return <Py_ssize_t>v
 
     def published(self):
         """Number of envs published and not yet collected."""
-        return <Py_ssize_t>ve_load(self.nready)
+        return <Py_ssize_t>self._published()
+
+    def tx_blocked_workers(self):
+        """Parent: the workers waiting for room to write a frame to their pipe."""
+        return [w for w in range(self.num_workers) if ve_load(&self._slot(w)[5])]
+
+    def set_tx_blocked(self, Py_ssize_t worker, bint blocked):
+        """Worker: say that ``worker`` waits (or no longer waits) for room on
+        its pipe; a parent waiting for envs is woken to read the pipe."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        cdef uint32_t* s = self._slot(worker)
+        with nogil:
+            ve_store(&s[5], 1 if blocked else 0)
+            if blocked:
+                ve_add(self.nready, 1)
+                if ve_load(self.parent_waiting):
+                    ve_futex_wake(self.nready)
 
     def collect_all(self):
         """Parent: take all num_envs envs (all must be published). Returns how
         many of them have a nonzero status (messages to read)."""
-        cdef Py_ssize_t i, flagged = 0
+        cdef Py_ssize_t i, w, flagged = 0
+        if self._published() < self.num_envs:
+            raise ValueError(f"collect_all() with only {self._published()} envs published")
         with nogil:
             memset(self.ready, 0, <size_t>self.num_envs)
             if self.inflight != NULL:
                 memset(self.inflight, 0, <size_t>self.num_envs)
-            ve_sub(self.nready, <uint32_t>self.num_envs)
+            for w in range(self.num_workers):
+                ve_add(&self._slot(w)[4], <uint32_t>self.wcount[w])
             for i in range(self.num_envs):
                 if self.status[i]:
                     flagged += 1
@@ -464,8 +545,8 @@ cdef class Control:
             # the oldest first. Read the counter after the scan so every ticket
             # seen is at most the newest.
             base_ticket = ve_load(self.ticket_counter) + 1
-        if m < k:
-            raise ValueError(f"collect({k}) with only {m} envs published")
+        if m < k or self._published() < k:
+            raise ValueError(f"collect({k}) with only {min(m, self._published())} envs published")
         with nogil:
             # Insertion sort by ticket age: m is small and mostly sorted.
             for i in range(1, m):
@@ -484,7 +565,7 @@ cdef class Control:
                     self.inflight[e] = 0
                 if self.status[e]:
                     flagged += 1
-            ve_sub(self.nready, <uint32_t>k)
+                ve_add(&self._slot(self.env_worker[e])[4], 1)
         return flagged
 
     # ------------------------------------------------------------------ worker
@@ -538,17 +619,18 @@ cdef class Control:
 
     def forget(self, Py_ssize_t lo, Py_ssize_t hi):
         """Parent, once the worker hosting envs ``[lo, hi)`` is dead (joined):
-        clear their op, status, ready and in-flight bytes and take the
-        published ones out of ready_count. Returns how many were published and not yet collected.
+        clear their op, status, ready and in-flight bytes and drop their
+        worker's share of the published count (its collected count becomes its
+        published count: exact even if the worker died inside a publish).
+        Returns how many ready bytes were set (published, not collected).
 
-        Only valid when no live process writes these envs. A worker killed in
-        the few instructions between setting its ready bytes and adding to
-        ready_count would make this subtract too much; a stuck or crashing
-        env never stops there."""
+        Only valid when no live process writes these envs, and ``[lo, hi)``
+        must be all the envs of its workers."""
         if lo < 0 or hi > self.num_envs or lo > hi:
             raise ValueError(f"[{lo}, {hi}) is not a range of envs in [0, {self.num_envs})")
         cdef Py_ssize_t i
         cdef uint32_t n = 0
+        cdef uint32_t* s
         with nogil:
             for i in range(lo, hi):
                 self.op[i] = 0
@@ -558,8 +640,9 @@ cdef class Control:
                 if self.ready[i]:
                     self.ready[i] = 0
                     n += 1
-            if n:
-                ve_sub(self.nready, n)
+                s = self._slot(self.env_worker[i])
+                ve_store(&s[4], ve_load(&s[3]))
+                ve_store(&s[5], 0)  # a dead writer waits for no room
         return <Py_ssize_t>n
 
     def take_ops(self, Py_ssize_t lo, Py_ssize_t hi):
@@ -581,13 +664,16 @@ cdef class Control:
             ve_fence()
         return out
 
-    def publish(self, envs, statuses=None):
+    def publish(self, envs, statuses=None, Py_ssize_t worker=-1):
         """Worker: publish the finished envs ``envs`` (a sequence of env
         indices) with their status codes (default all STATUS_OK), under one
         ticket, and wake the parent if it waits for them. Observations,
-        rewards and flags of these envs must be written before this call."""
+        rewards and flags of these envs must be written before this call.
+        ``worker``: the publishing worker (default: each env's worker from
+        ``env_worker``). Returns the ticket (0 when ``envs`` is empty); a
+        message about these envs carries it (vecenv._channel)."""
         cdef Py_ssize_t n = len(envs), i, e
-        cdef uint32_t t, v
+        cdef uint32_t t
         if statuses is not None and len(statuses) != n:
             raise ValueError(f"statuses has {len(statuses)} entries for {n} envs")
         for i in range(n):
@@ -595,18 +681,66 @@ cdef class Control:
             if e < 0 or e >= self.num_envs:
                 raise ValueError(f"env {e} is outside [0, {self.num_envs})")
             self.status[e] = <uint8_t>(statuses[i] if statuses is not None else 0)
+        if worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         if n == 0:
-            return
+            return 0
         t = ve_add(self.ticket_counter, 1)
-        ve_fence()  # rows and status written before are visible before the ready bytes
         for i in range(n):
-            e = envs[i]
-            self.ticket[e] = t
-            self.ready[e] = 1
+            self.ticket[<Py_ssize_t>envs[i]] = t
+        ve_fence()  # rows, status and tickets are visible before the ready bytes
+        for i in range(n):
+            self.ready[<Py_ssize_t>envs[i]] = 1
+        ve_fence()
+        if worker >= 0:
+            ve_add(&self._slot(worker)[3], <uint32_t>n)
+        else:
+            for i in range(n):
+                ve_add(&self._slot(self.env_worker[<Py_ssize_t>envs[i]])[3], 1)
         with nogil:
-            v = ve_add(self.nready, <uint32_t>n)
-            if ve_load(self.parent_waiting) and v >= ve_load(self.parent_target):
+            ve_add(self.nready, <uint32_t>n)  # the doorbell, after the counts
+            if ve_load(self.parent_waiting) and self._published() >= <int32_t>ve_load(self.parent_target):
                 ve_futex_wake(self.nready)
+        return t
+
+
+    # ------------------------------------------------------------ activity
+    # Slot bytes +32 (env + 1, 0: none) and +36 (an activity code): which env
+    # the worker is inside. The worker writes them with plain stores before
+    # and after each env call; the parent reads them once the worker is dead
+    # or stopped (a crash, a kill, the timeout watchdog), so what it reads is
+    # the last env call the worker entered and did not leave. A fresh worker
+    # starts with both cleared (the parent clears them before starting it).
+
+    def enter(self, Py_ssize_t worker, Py_ssize_t env, uint32_t activity):
+        """Worker: record that ``worker`` is inside env ``env`` (in
+        [0, num_envs)) doing ``activity`` (a nonzero code)."""
+        if worker < 0 or worker >= self.num_workers or env < 0 or env >= self.num_envs:
+            raise ValueError(f"worker={worker} or env={env} is out of range")
+        cdef uint32_t* s = self._slot(worker)
+        s[9] = activity
+        s[8] = <uint32_t>(env + 1)
+
+    def leave(self, Py_ssize_t worker):
+        """Worker: ``worker`` left its env call (also the parent, before it
+        starts a worker in this slot)."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        cdef uint32_t* s = self._slot(worker)
+        s[8] = 0
+        s[9] = 0
+
+    def activity(self, Py_ssize_t worker):
+        """Parent: ``(env, activity)`` recorded by ``worker`` (``(-1, 0)``
+        when it is between env calls)."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        cdef uint32_t* s = self._slot(worker)
+        cdef uint32_t e = ve_load(&s[8])
+        cdef uint32_t a = ve_load(&s[9])
+        if e == 0 or e > <uint32_t>self.num_envs:
+            return -1, 0
+        return <Py_ssize_t>e - 1, <Py_ssize_t>a
 
 
 # ---------------------------------------------------------------------- leaves

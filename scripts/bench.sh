@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install what the benchmark suite needs into the current Python, then run it.
 # Arguments go to benchmarks/run.py, e.g.
-#   bash scripts/bench.sh                       # the default suite (a few minutes)
-#   bash scripts/bench.sh --quick               # a smoke test
+#   bash scripts/bench.sh                       # the default suite (it prints its estimate, about 10 min on 2 cores)
+#   bash scripts/bench.sh --quick               # a smoke test (about 5 s)
 #   bash scripts/bench.sh --envs noop,cartpole --num-envs 8,16
 # PYTHON picks the interpreter (default python3); VECENV_BENCH_NO_INSTALL=1
-# skips the installs. Results: benchmarks/results/latest.json and latest.png.
+# skips the installs. Results: benchmarks/results/local/ (git-ignored; --out to
+# choose, --publish for the committed benchmarks/results/latest.json and .png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -20,6 +21,12 @@ if [ "${VECENV_BENCH_NO_INSTALL:-0}" != "1" ]; then
     echo "bench.sh: envpool did not install; its contenders will be skipped" >&2
   "$PY" -m pip install -q ".[mujoco]" ||
     echo "bench.sh: mujoco did not install; HalfCheetah-v5 will be skipped" >&2
+  # The multi-agent cells: PettingZoo, mpe2's simple_spread, and the peers
+  # SuperSuit and PufferLib 3 (pufferlib-core pins another torch: --no-deps).
+  "$PY" -m pip install -q ".[pettingzoo]" mpe2 supersuit ||
+    echo "bench.sh: pettingzoo/mpe2/supersuit did not install; multi-agent cells may be skipped" >&2
+  "$PY" -m pip install -q --no-deps "pufferlib-core==3.0.23" ||
+    echo "bench.sh: pufferlib-core did not install; its multi-agent contenders will be skipped" >&2
 fi
 # A script's own folder (benchmarks/) heads sys.path, not the source tree: the
 # suite measures the installed vecenv.

@@ -1,6 +1,7 @@
 """Shared fixtures: every test checks it leaves no child process and no
 shared-memory segment behind."""
 
+import faulthandler
 import os
 import pathlib
 import re
@@ -11,6 +12,13 @@ import pytest
 import vecenv
 
 SRC = pathlib.Path(__file__).resolve().parent.parent / "vecenv"
+
+# pytest enables faulthandler, and forked workers inherit it: the tests that
+# crash a worker on purpose (SIGSEGV) would print a "Fatal Python error" stack
+# into a passing run. Workers started by fork get it switched off; the parent
+# keeps it (spawn and forkserver children never had it).
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=faulthandler.disable)
 
 
 def pytest_report_header(config):

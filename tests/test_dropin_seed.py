@@ -114,17 +114,15 @@ def test_actions_reach_the_envs_unchecked_by_default():
 def test_partial_batches_send_piped_actions():
     with vecenv.ShmemVecEnv([Env] * 4, batch_size=2, **FORK) as venv:
         venv.reset()
-        _, _, _, _, ids = venv.recv()
-        venv.send([1, 2], ids)  # a list: through the pipes
-        _, _, _, _, ids = venv.recv()
-        venv.send(np.array([0, 0]), ids)
-        seen = {}
-        for _ in range(2):
+        steps = 0
+        for _ in range(8):
             obs, _, _, _, ids = venv.recv()
-            for i, o in zip(ids, obs):
-                seen[int(i)] = o.tolist()
-            venv.send(np.zeros(2, np.int64), ids)
-        assert sorted(seen.values()) == [[1.0, 0.0], [1.0, 0.0], [1.0, 1.0], [1.0, 2.0]]
+            for i, o in zip(ids.tolist(), obs):
+                if o[0] > 0:  # a step's observation echoes the action its env was sent
+                    assert o[1] == i % 3
+                    steps += 1
+            venv.send([i % 3 for i in ids.tolist()], ids)  # a list: through the pipes
+        assert steps >= 8
 
 
 class WordEnv(gym.Env):

@@ -216,6 +216,19 @@ class FailingEnv(CounterEnv):
         return super().step(action)
 
 
+class ExitingEnv(CounterEnv):
+    """Kills its worker process (``os._exit``) in step number ``exit_at``."""
+
+    def __init__(self, env_id=0, exit_at=2):
+        super().__init__(env_id=env_id, episode_length=100)
+        self.exit_at = exit_at
+
+    def step(self, action):
+        if self._t + 1 == self.exit_at:
+            os._exit(3)
+        return super().step(action)
+
+
 class SlowEnv(CounterEnv):
     """Each step sleeps ``delay_s`` seconds (to kill an actor mid-step)."""
 
@@ -442,6 +455,23 @@ class TestOneNode:
             with pytest.raises(vecenv.StateError, match="reset"):
                 venv.step_async(np.zeros(4, np.int64))
             venv.reset()  # envs come back after an env error
+            venv.step(np.zeros(4, np.int64))
+
+    def test_worker_death_names_the_global_env_that_crashed(self):
+        from vecenv.ray import RayVecEnv
+
+        # Actor 1 hosts envs 2 and 3 in one local worker; env 3 kills it.
+        fns = [
+            functools.partial(ExitingEnv, env_id=i, exit_at=2 if i == 3 else 99) for i in range(4)
+        ]
+        with RayVecEnv(fns, num_actors=2, vec_kwargs={"num_workers": 1}) as venv:
+            venv.reset()
+            venv.step(np.zeros(4, np.int64))
+            with pytest.raises(vecenv.WorkerDiedError) as info:
+                venv.step(np.zeros(4, np.int64))
+            assert info.value.env_index == 3
+            assert info.value.env_indices == (2, 3)
+            venv.reset()  # the actor's vec env restarts its worker
             venv.step(np.zeros(4, np.int64))
 
     def test_factory_error_is_reported_and_cleaned_up(self):

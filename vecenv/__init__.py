@@ -2,17 +2,17 @@
 
 Public names: :class:`VecEnv`, :class:`ShmemVecEnv`, :func:`make`, the
 gymnasium drop-in :class:`AsyncVectorEnv` with :func:`make_vec`, and the
-exceptions of :mod:`vecenv.errors`.
+exceptions of :mod:`vecenv.errors`. ``python -m vecenv.bench ENV`` (:mod:`vecenv.bench`)
+measures which layout suits an env on this machine.
 """
 
 try:
     from vecenv import _core  # noqa: F401
 except ImportError as _exc:  # pragma: no cover - only without a build
-    raise ImportError(
-        "vecenv's compiled core (vecenv._core) is missing or broken: "
-        f"{_exc}. Build it with `pip install .` (needs a C compiler, Cython>=3 "
-        "and numpy>=2 at build time) or install a wheel."
-    ) from _exc
+    from vecenv._missing_core import missing_core_error as _missing_core_error
+
+    _err = _missing_core_error(__file__, _exc)  # says why, and how to fix it
+    raise _err from _err.__cause__
 
 from vecenv.base import VecEnv, tile_images
 from vecenv.errors import (
@@ -29,6 +29,7 @@ from vecenv.errors import (
     WorkerError,
 )
 from vecenv.gymnasium_vector import AsyncVectorEnv, make_vec
+from vecenv.multi_agent import MultiAgentVecEnv
 from vecenv.shmem_vec_env import ShmemVecEnv, make
 
 __version__ = "0.1.0"
@@ -38,6 +39,7 @@ __all__ = [
     "AsyncVectorEnv",
     "ClosedError",
     "InvalidArgumentError",
+    "MultiAgentVecEnv",
     "ObservationError",
     "RewardError",
     "ShmemVecEnv",

@@ -82,8 +82,11 @@ class Control:
         """``env_ids``: int64, shape (k,), C-contiguous, each in [0, num_envs)."""
     def post_message(self, worker: int) -> None: ...
     def wait_ready(self, target: int, spin_s: float, timeout_s: float) -> int:
-        """Number of published envs (>= target), or -1 when ``timeout_s`` ran out."""
+        """Number of published envs (>= target), -1 when ``timeout_s`` ran out,
+        -2 when a worker waits for room on its pipe."""
     def published(self) -> int: ...
+    def tx_blocked_workers(self) -> list[int]:
+        """Workers waiting for room to write a frame to their pipe."""
     def collect_all(self) -> int:
         """Take all envs; returns how many have a nonzero status."""
     def collect(self, k: int, out_ids: npt.NDArray[np.int64]) -> int:
@@ -102,7 +105,18 @@ class Control:
     def message_seq(self, worker: int) -> int: ...
     def take_ops(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """``[(env, op), ...]`` for envs in ``[lo, hi)`` with a pending op."""
-    def publish(self, envs: Sequence[int], statuses: Sequence[int] | None = None) -> None: ...
+    def publish(
+        self, envs: Sequence[int], statuses: Sequence[int] | None = None, worker: int = -1
+    ) -> int:
+        """The ticket of this publish (0 when ``envs`` is empty)."""
+    def set_tx_blocked(self, worker: int, blocked: bool) -> None: ...
+    # Slot bytes +32..+47: the env a worker is inside, and what it does there.
+    def enter(self, worker: int, env: int, activity: int) -> None:
+        """Worker: record that it is inside env ``env`` doing ``activity``."""
+    def leave(self, worker: int) -> None:
+        """Worker: it left its env call (the parent also clears a slot before a start)."""
+    def activity(self, worker: int) -> tuple[int, int]:
+        """Parent: ``(env, activity)`` last entered and not left, or ``(-1, 0)``."""
 
 class LeafWriter:
     """Worker side: copy one env's observation leaves into rows of the batch buffers.

@@ -11,6 +11,15 @@ Everything raised by an env is caught and reported with the env index, the
 exception type, its message and the formatted traceback; the worker itself only
 exits on ``close``, on a dead parent, or when it is killed.
 
+What a worker inherits: it applies the parent's ``os.environ`` as it was when
+the parent started it (WorkerSpec.environ) before it unpickles the factories;
+it reseeds the global ``random``, ``np.random`` and (if imported) ``torch``
+generators from fresh entropy, and again from the first seed its envs get in
+a reset round (see :func:`reseed_globals`). It records in its control slot
+which env it is inside and what that env is doing (:class:`Activity`), so the
+parent can name the env that killed or stalled it; while it builds its envs
+(no shared block yet) it reports each factory over the pipe instead.
+
 Signals: SIGINT is ignored (the parent handles Ctrl-C and shuts the workers
 down). On Linux, a worker started by the vec env's own process from its main
 thread asks the kernel to SIGKILL it when that process dies
@@ -21,9 +30,11 @@ worker also checks its parent every ``PARENT_CHECK_S`` seconds while idle.
 from __future__ import annotations
 
 import copy
+import enum
 import math
 import os
 import pickle
+import random
 import signal
 import sys
 import traceback
@@ -31,7 +42,10 @@ from dataclasses import dataclass
 from multiprocessing import parent_process
 from typing import Any, Dict, List, Optional, Tuple
 
+import numpy as np
+
 from vecenv import _core, _layout, _shm
+from vecenv._channel import WorkerChannel
 
 # How often an idle worker checks that its parent is still alive (seconds).
 PARENT_CHECK_S = 0.25
@@ -65,6 +79,98 @@ class WorkerSpec:
     check_rewards: bool = False  # a non-finite reward is an error
     pdeathsig: bool = False  # ask the kernel to kill us when the parent dies
     check_spaces: bool = True  # all envs of the worker must have env lo's spaces
+    # The parent's os.environ when it started this worker (None: keep ours).
+    # Under forkserver a worker would otherwise see the forkserver's, as it
+    # was when that process started.
+    environ: Optional[Dict[str, str]] = None
+
+
+class Activity(enum.IntEnum):
+    """What the env a worker is inside is doing: the code in its control slot
+    (and in the ("progress", env, code) messages sent while it starts)."""
+
+    NONE = 0
+    UNPICKLE = 1  # unpickling the worker's env factories (no single env)
+    CREATE = 2  # an env factory
+    RESET = 3
+    STEP = 4
+    AUTORESET = 5  # the reset inside a step whose episode ended
+    RENDER = 6
+    GET_ATTR = 7
+    SET_ATTR = 8
+    ENV_METHOD = 9
+    CALL = 10
+    IS_WRAPPED = 11
+
+    def describe(self, env: Optional[int]) -> str:
+        """``"inside env 2's step()"`` and the like, for error messages."""
+        if self is Activity.UNPICKLE or env is None:
+            return "unpickling its env factories"
+        if self is Activity.CREATE:
+            return f"inside the factory of env {env}"
+        what = {
+            Activity.RESET: "reset()",
+            Activity.STEP: "step()",
+            Activity.AUTORESET: "reset() (an automatic reset: its episode ended in step())",
+            Activity.RENDER: "render()",
+            Activity.GET_ATTR: "get_attr",
+            Activity.SET_ATTR: "set_attr",
+            Activity.ENV_METHOD: "env_method",
+            Activity.CALL: "call",
+            Activity.IS_WRAPPED: "env_is_wrapped",
+        }.get(self, f"activity {int(self)}")
+        return f"inside env {env}'s {what}"
+
+
+# Plain ints for the step path (an enum member costs a lookup of ~0.1 us).
+_STEP, _RESET, _AUTORESET = int(Activity.STEP), int(Activity.RESET), int(Activity.AUTORESET)
+
+# The activity of each kind of call message ("call", what, ...).
+_CALL_ACTIVITY = {
+    "get_attr": Activity.GET_ATTR,
+    "set_attr": Activity.SET_ATTR,
+    "env_method": Activity.ENV_METHOD,
+    "call": Activity.CALL,
+    "render": Activity.RENDER,
+    "is_wrapped": Activity.IS_WRAPPED,
+}
+
+
+def apply_environ(environ: Optional[Dict[str, str]]) -> None:
+    """Make ``os.environ`` equal to ``environ`` (the parent's snapshot)."""
+    if environ is None or os.environ == environ:
+        return
+    for key in [k for k in os.environ if k not in environ]:
+        del os.environ[key]
+    for key, value in environ.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
+
+
+def seed_sequence(seed: Optional[int]) -> np.random.SeedSequence:
+    """Fresh entropy (``seed=None``) or a sequence derived from an env seed,
+    kept apart from the one gymnasium derives the env's own generator from."""
+    if seed is None:
+        return np.random.SeedSequence()
+    return np.random.SeedSequence([int(seed) % (1 << 128), 0x76656E76])  # "venv"
+
+
+def reseed_globals(seq: np.random.SeedSequence, torch_only: bool = False) -> None:
+    """Seed the global ``random`` and ``np.random`` generators, and torch's if
+    torch is imported, from ``seq``: forked workers would otherwise share the
+    parent's state and draw the same numbers (as PyTorch's DataLoader does
+    for its workers)."""
+    words = seq.generate_state(4, np.uint32)
+    if not torch_only:
+        random.seed(int.from_bytes(words.tobytes(), "little"))
+        np.random.seed(words)  # noqa: NPY002 - the legacy global state is the point
+    torch = sys.modules.get("torch")
+    manual_seed = getattr(torch, "manual_seed", None)
+    if manual_seed is not None:
+        try:
+            manual_seed(int(words[0]) | (int(words[1]) << 32))
+        except Exception:  # a torch that cannot seed (a stub, a broken install)
+            pass
 
 
 def error_payload(exc: BaseException, env_index: Optional[int], where: str) -> Dict[str, Any]:
@@ -153,23 +259,15 @@ class _Parent:
         return True
 
 
-def _recv(conn, parent: _Parent):
+def _recv(conn: WorkerChannel, parent: _Parent):
     """Receive one message, giving up (None) if the parent dies meanwhile."""
-    while not conn.poll(PARENT_CHECK_S):
-        if not parent.alive():
-            return None
-    try:
-        return conn.recv()
-    except (EOFError, OSError):
-        return None
+    return conn.recv()
 
 
-def _send(conn, msg) -> bool:
-    try:
-        conn.send(msg)
-        return True
-    except (BrokenPipeError, EOFError, OSError):
-        return False
+def _send(conn: WorkerChannel, msg) -> bool:
+    """Send ``msg`` as the reply to the message received last (False: the
+    parent is gone). Pickling errors propagate."""
+    return conn.send(msg)
 
 
 def worker_main(spec: WorkerSpec, conn) -> None:
@@ -177,6 +275,7 @@ def worker_main(spec: WorkerSpec, conn) -> None:
     # The parent handles Ctrl-C and shuts workers down: one traceback, not N.
     # The parent blocked SIGINT while starting us (the mask is inherited), so a
     # Ctrl-C during start-up is discarded here instead of killing us midway.
+    apply_environ(spec.environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -184,6 +283,7 @@ def worker_main(spec: WorkerSpec, conn) -> None:
         _die_with_parent(spec.parent_pid)
     parent = _Parent(spec.parent_pid)
     envs: List[Any] = []
+    conn = WorkerChannel(conn, parent.alive, PARENT_CHECK_S)
     try:
         _run(spec, conn, parent, envs)
     finally:
@@ -199,18 +299,27 @@ def worker_main(spec: WorkerSpec, conn) -> None:
 
 
 def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
-    # 1. Build the envs.
+    # 1. Build the envs, reporting each step first: a factory that hangs or
+    # kills the process is then named by the parent.
+    torch_before = "torch" in sys.modules
+    reseed_globals(seed_sequence(None))
+    if not _send(conn, ("progress", None, int(Activity.UNPICKLE))):
+        return
     try:
         fns = pickle.loads(spec.env_fns)
     except BaseException as exc:
         _send(conn, ("error", error_payload(exc, spec.lo, "unpickling the env factories")))
         return
     for k, fn in enumerate(fns):
+        if not _send(conn, ("progress", spec.lo + k, int(Activity.CREATE))):
+            return
         try:
             envs.append(to_gymnasium(fn()))
         except BaseException as exc:
             _send(conn, ("error", error_payload(exc, spec.lo + k, "creating the env")))
             return
+    if not torch_before and "torch" in sys.modules:  # a factory imported torch
+        reseed_globals(seed_sequence(None), torch_only=True)
     obs_space, act_space = envs[0].observation_space, envs[0].action_space
     for k, env in enumerate(envs[1:], 1):
         if spec.check_spaces and (
@@ -232,11 +341,13 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
     _, handle, layout, reset_ids = msg
     block = _shm.attach(handle, layout.nbytes)
     loop = _Loop(spec, conn, parent, envs, block, layout)
+    conn.bind(loop.ctrl, spec.index)  # blocked writes now wake a waiting parent
     try:
         # A restarted worker first resets the envs its parent holds (collected,
         # not in flight), so their rows hold valid observations again.
         infos = {}
         for i in reset_ids:
+            loop.ctrl.enter(spec.index, i, _RESET)
             try:
                 infos[i] = loop._reset(i, i - spec.lo)
             except BaseException as exc:
@@ -244,6 +355,7 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
                     raise
                 _send(conn, ("error", error_payload(exc, i, "reset after a restart")))
                 return
+        loop.ctrl.leave(spec.index)
         if not _send(conn, ("attached", os.getpid(), infos)):
             return
         loop.run()
@@ -301,6 +413,7 @@ class _Loop:
             buf[spec.lo : spec.hi].fill(0)
 
     def release(self):
+        self.conn.bind(None, -1)  # the control region goes away below
         self.writer = None
         self.final_writer = None
         self.read_action = None
@@ -338,14 +451,24 @@ class _Loop:
 
     # ------------------------------------------------------------------ ops
     def run_round(self, ops: List[Tuple[int, int]]) -> None:
-        lo = self.spec.lo
+        lo, w = self.spec.lo, self.spec.index
         infos: Dict[int, Any] = {}
         errors: Dict[int, Any] = {}
         statuses = []
         done_envs = []
+        if self.reset_kwargs:
+            self._reseed_from(ops)
+        # The slot names the env being run (a crash or a timeout blames it);
+        # the next env's enter overwrites it, and the round ends with a leave.
+        enter = self.ctrl.enter
         for i, op in ops:
             try:
-                info = self._step(i, i - lo) if op == _core.OP_STEP else self._reset(i, i - lo)
+                if op == _core.OP_STEP:
+                    enter(w, i, _STEP)
+                    info = self._step(i, i - lo)
+                else:
+                    enter(w, i, _RESET)
+                    info = self._reset(i, i - lo)
             except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
@@ -359,6 +482,7 @@ class _Loop:
                 else:
                     statuses.append(_core.STATUS_OK)
             done_envs.append(i)
+        self.ctrl.leave(w)
         msg = None
         if infos or errors:
             msg = ("round", infos, errors)
@@ -369,9 +493,21 @@ class _Loop:
                     errors[i] = error_payload(exc, i, "pickling the info dict")
                     statuses[done_envs.index(i)] = _core.STATUS_ERROR
                 payload = pickle.dumps(("round", {}, errors), protocol=pickle.HIGHEST_PROTOCOL)
-        self.ctrl.publish(done_envs, statuses)
+        ticket = self.ctrl.publish(done_envs, statuses, self.spec.index)
         if msg is not None:
-            self.conn.send_bytes(payload)
+            # After the publish: the parent reads it for the envs it collected
+            # under this ticket (vecenv._channel).
+            self.conn.send_body(payload, ticket)
+
+    def _reseed_from(self, ops: List[Tuple[int, int]]) -> None:
+        """Reseed the global generators from the first seed among this
+        round's resets (a seeded run then draws the same numbers again)."""
+        for i, op in ops:
+            if op == _core.OP_RESET:
+                seed = (self.reset_kwargs.get(i) or {}).get("seed")
+                if seed is not None:
+                    reseed_globals(seed_sequence(seed))
+                    return
 
     def _write_obs(self, i: int, obs, writer=None, what: str = "an observation"):
         """Write env ``i``'s observation into its shared row; return the values
@@ -396,6 +532,7 @@ class _Loop:
         piped = self.pipe_actions.pop(i, _NO_ACTION) if self.pipe_actions else _NO_ACTION
         if self.needs_reset[k]:
             self.needs_reset[k] = False
+            self.ctrl.enter(self.spec.index, i, _AUTORESET)
             obs, info = env.reset()
             pickled = self._write_obs(i, obs)
             self.rewards[i] = 0.0
@@ -419,11 +556,13 @@ class _Loop:
                 # adds "terminal_observation" and "TimeLimit.truncated", so
                 # nothing is pickled unless the env's own infos are non-empty.
                 final_pickled = self._write_obs(i, obs, self.final_writer, "a final observation")
+                self.ctrl.enter(self.spec.index, i, _AUTORESET)
                 obs, reset_info = env.reset()
                 if reset_info:
                     info = {**info, RESET_INFO_KEY: reset_info}
             elif mode == "same_step":
                 final_obs, final_info = copy.deepcopy(obs), info
+                self.ctrl.enter(self.spec.index, i, _AUTORESET)
                 obs, reset_info = env.reset()
                 # gymnasium's layout: final_info, final_obs, then the reset info's keys.
                 info = {"final_info": final_info, "final_obs": final_obs, **reset_info}
@@ -491,8 +630,20 @@ class _Loop:
                 return _send(self.conn, ("result", [("error", err)] * len(env_ids)))
         raise RuntimeError(f"unknown message {kind!r} from the parent")
 
+    def _call(self, env, what, name, args, kwargs):
+        """Run one call on ``env`` with the slot naming it (a crash blames it)."""
+        w = self.spec.index
+        k = next((k for k, e in enumerate(self.envs) if e is env), None)
+        if k is None:
+            return self._call_env(env, what, name, args, kwargs)
+        self.ctrl.enter(w, self.spec.lo + k, _CALL_ACTIVITY.get(what, Activity.CALL))
+        try:
+            return self._call_env(env, what, name, args, kwargs)
+        finally:
+            self.ctrl.leave(w)
+
     @staticmethod
-    def _call(env, what, name, args, kwargs):
+    def _call_env(env, what, name, args, kwargs):
         if what == "get_attr":
             getter = getattr(env, "get_wrapper_attr", None)
             return getter(name) if getter is not None else getattr(env, name)

@@ -7,7 +7,10 @@ callers can catch either.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import importlib
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+_FIRST = object()  # WorkerDiedError's default env_index: the first lost env
 
 
 class VecEnvError(Exception):
@@ -93,14 +96,27 @@ class WorkerDiedError(WorkerError):
 
     Attributes
     ----------
+    env_index : int or None
+        The env the worker was running when it died (its ``reset``, ``step``,
+        ``render``, a method call or its factory; the message says which), or
+        None when it died between env calls (killed from outside while idle).
     env_indices : tuple of int
-        The envs hosted by the dead worker.
+        Every env hosted by the dead worker: all of them are lost with it.
     exitcode : int or None
         The process exit code; negative values are ``-signal``.
     """
 
-    def __init__(self, message: str, *, env_indices: Sequence[int] = (), exitcode=None):
-        super().__init__(message, env_index=env_indices[0] if env_indices else None)
+    def __init__(
+        self,
+        message: str,
+        *,
+        env_indices: Sequence[int] = (),
+        exitcode=None,
+        env_index=_FIRST,
+    ):
+        if env_index is _FIRST:
+            env_index = env_indices[0] if env_indices else None
+        super().__init__(message, env_index=env_index)
         self.env_indices = tuple(env_indices)
         self.exitcode = exitcode
 
@@ -117,11 +133,17 @@ class VecEnvTimeoutError(VecEnvError, TimeoutError):
     ----------
     env_indices : tuple of int
         The envs that had not answered when the deadline passed.
+    env_index : int or None
+        The env a late worker was running when the deadline passed (the one
+        stuck; with several late workers, the first), or None if unknown.
     """
 
-    def __init__(self, message: str, *, env_indices: Sequence[int] = ()):
+    def __init__(
+        self, message: str, *, env_indices: Sequence[int] = (), env_index: Optional[int] = None
+    ):
         super().__init__(message)
         self.env_indices = tuple(env_indices)
+        self.env_index = env_index
 
 
 class RemoteTraceback(Exception):
@@ -134,3 +156,73 @@ class RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return "\n\n--- traceback in the worker process ---\n" + self.tb
+
+
+# (WorkerError subclass, qualified name of the env's exception) -> the class that
+# is both, or None when the env's type cannot be rebuilt here.
+_DUAL_TYPES: Dict[Tuple[type, str], Optional[type]] = {}
+
+
+def as_env_exception(err: WorkerError) -> WorkerError:
+    """``err`` as an instance of the env's own exception type too.
+
+    An env that raises ``gymnasium.error.NameNotFound`` while it is built (or
+    ``KeyError`` while it steps) reaches the caller as an exception that
+    ``except NameNotFound`` catches and that is still a :class:`WorkerError`
+    of the same kind, with the same message, ``env_index``, ``exc_type`` and
+    ``worker_traceback``. The env's type is imported in the parent by its
+    qualified name (``err.exc_type``); when that fails, or the two classes
+    cannot be combined, ``err`` itself is returned.
+
+    Parameters
+    ----------
+    err : WorkerError
+        The error as the worker reported it.
+
+    Returns
+    -------
+    WorkerError
+        A new exception of a class derived from ``type(err)`` and the env's
+        exception class, or ``err``. Idempotent: an error that is already of
+        such a class is returned unchanged.
+    """
+    if getattr(type(err), "_vecenv_dual", False):
+        return err
+    name = err.exc_type
+    key = (type(err), name)
+    cls = _DUAL_TYPES.get(key)
+    if cls is None and name and key not in _DUAL_TYPES:
+        module, _, qualname = name.rpartition(".")
+        try:
+            env_cls: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                env_cls = getattr(env_cls, part)
+            if (
+                isinstance(env_cls, type)
+                and issubclass(env_cls, Exception)
+                and not issubclass(env_cls, WorkerError)
+            ):
+                cls = type(
+                    env_cls.__name__,
+                    (type(err), env_cls),
+                    {"__module__": __name__, "_vecenv_dual": True},
+                )
+        except Exception:  # unknown module, layout conflict...: keep the WorkerError
+            cls = None
+        _DUAL_TYPES[key] = cls
+    if cls is None:
+        return err
+    try:
+        new = cls(
+            err.args[0],
+            env_index=err.env_index,
+            exc_type=name,
+            worker_traceback=err.worker_traceback,
+        )
+    except Exception:
+        return err
+    new.__cause__ = err.__cause__
+    for attr in ("errors", "env_indices", "exitcode"):
+        if hasattr(err, attr):
+            setattr(new, attr, getattr(err, attr))
+    return new

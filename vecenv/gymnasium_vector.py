@@ -38,6 +38,7 @@ from vecenv.errors import (
     VecEnvTimeoutError,
     WorkerError,
 )
+from vecenv.errors import as_env_exception as _as_env_exception
 from vecenv.shmem_vec_env import ShmemVecEnv, State, autoreset_mode_name
 
 __all__ = [
@@ -118,48 +119,6 @@ def _check_shared_memory_space(space: Space) -> None:
 class _DynamicSpaceError(SpaceError, TypeError):
     """A Graph or Sequence observation space with ``shared_memory=True``
     (gymnasium raises TypeError)."""
-
-
-_ERROR_TYPES: Dict[Tuple[type, str], Optional[type]] = {}
-
-
-def _as_env_exception(err: WorkerError) -> BaseException:
-    """``err`` as an instance of the env's own exception type too (gymnasium
-    re-raises the worker's exception type), falling back to ``err`` itself."""
-    name = err.exc_type
-    key = (type(err), name)
-    cls = _ERROR_TYPES.get(key)
-    if cls is None and name and key not in _ERROR_TYPES:
-        module, _, qualname = name.rpartition(".")
-        try:
-            env_cls: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                env_cls = getattr(env_cls, part)
-            if (
-                isinstance(env_cls, type)
-                and issubclass(env_cls, Exception)
-                and not issubclass(env_cls, WorkerError)
-            ):
-                cls = type(env_cls.__name__, (type(err), env_cls), {"__module__": __name__})
-        except Exception:  # unknown module, layout conflict...: keep the WorkerError
-            cls = None
-        _ERROR_TYPES[key] = cls
-    if cls is None:
-        return err
-    try:
-        new = cls(
-            err.args[0],
-            env_index=err.env_index,
-            exc_type=name,
-            worker_traceback=err.worker_traceback,
-        )
-    except Exception:
-        return err
-    new.__cause__ = err.__cause__
-    for attr in ("errors", "env_indices", "exitcode"):
-        if hasattr(err, attr):
-            setattr(new, attr, getattr(err, attr))
-    return new
 
 
 def _log_worker_errors(err: WorkerError) -> None:

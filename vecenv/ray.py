@@ -633,7 +633,7 @@ class RayVecEnv(VecEnv):
         g_index = None if env_index is None else lo + int(env_index)
         g_indices = tuple(lo + int(i) for i in payload["env_indices"])
         if issubclass(cls, WorkerDiedError):
-            err = cls(msg, env_indices=g_indices, exitcode=payload["exitcode"])
+            err = cls(msg, env_indices=g_indices, exitcode=payload["exitcode"], env_index=g_index)
         elif issubclass(cls, WorkerError):
             err = cls(
                 msg,
@@ -642,7 +642,7 @@ class RayVecEnv(VecEnv):
                 worker_traceback=payload["traceback"],
             )
         elif issubclass(cls, VecEnvTimeoutError):
-            err = cls(msg, env_indices=g_indices)
+            err = cls(msg, env_indices=g_indices, env_index=g_index)
         else:
             err = cls(msg)
         if payload["traceback"]:

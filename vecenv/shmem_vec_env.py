@@ -4,12 +4,20 @@ The parent owns the worker processes, the shared block and the state machine.
 Observations, actions, rewards and done flags live in shared memory; on the
 step path the only traffic between processes is a futex wake per worker and
 one per batch. Infos, terminal observations, errors and method calls use each
-worker's pipe, and only when there is something to send.
+worker's pipe (:mod:`vecenv._channel`: framing, deadlines, refs), and only
+when there is something to send.
+
+Interrupts: every method makes its state transition before the side effect
+it guards (NEEDS_RESET before a dispatch or a channel operation), so a
+KeyboardInterrupt between any two statements leaves a state from which
+``reset()`` is correct; replies and infos are matched by ref and ticket, so
+an abandoned one is never taken for a later one, and a channel interrupted
+inside a frame is restored by ``reset()``, which restarts its worker.
 
 Faults: every wait checks that the workers live (their exit status, every
 0.1 s) and has a deadline (the ``timeout`` watchdog). A dead, killed or
 timed-out worker is buried: killed if needed, reaped, and its envs' control
-bytes, published results and stashed messages forgotten. ``reset()`` starts
+bytes and published results forgotten (its channel is closed). ``reset()`` starts
 buried workers again; ``on_worker_death="restart"`` does so during a step and
 reports the envs as truncated. The segment handle stays valid for new workers
 because the parent keeps the memfd open; a new worker starts from its slot's
@@ -19,6 +27,8 @@ current cmd_seq and msg_seq.
 from __future__ import annotations
 
 import enum
+import functools
+import logging
 import math
 import os
 import signal
@@ -34,11 +44,13 @@ import numpy as np
 from gymnasium import spaces as gym_spaces
 
 from vecenv import _core, _layout, _shm
+from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
 from vecenv._worker import (
     AUTORESET_MODES,
     PICKLED_FINAL_KEY,
     PICKLED_OBS_KEY,
     RESET_INFO_KEY,
+    Activity,
     WorkerSpec,
     worker_main,
 )
@@ -54,12 +66,18 @@ from vecenv.errors import (
     VecEnvTimeoutError,
     WorkerDiedError,
     WorkerError,
+    as_env_exception,
 )
 
 _NONE = np.empty(0, dtype=np.intp)  # no env indices
 
 # Wait in slices this long (seconds) so dead workers and Ctrl-C are noticed.
 _SLICE_S = 0.1
+
+# While workers start, log how many are ready every this many seconds.
+_START_REPORT_S = 10.0
+
+_log = logging.getLogger("vecenv")
 
 
 class State(enum.Enum):
@@ -152,38 +170,34 @@ class _Resources:
 
     def __init__(self):
         self.procs: list = []
-        self.conns: list = []
+        self.chans: List[ParentChannel] = []  # chans[w]: the parent's end of worker w's pipe
         self.segment: Optional[_shm.Segment] = None
         self.block = None
 
     def shutdown(self, timeout: float = 5.0, polite: bool = True) -> None:
         deadline = time.monotonic() + max(timeout, 0.0)
         if polite:
-            for conn, proc in zip(self.conns, self.procs):
-                if proc.exitcode is None:
-                    try:
-                        conn.send(("close",))
-                    except Exception:
-                        pass
-            # The close message sits on the pipe; the worker sees it when woken.
             ctrl = getattr(self, "ctrl", None)
-            if ctrl is not None:
-                for w in range(len(self.procs)):
+            for w, (chan, proc) in enumerate(zip(self.chans, self.procs)):
+                # A broken channel (an interrupted frame) cannot carry a close:
+                # that worker is terminated below.
+                if proc.exitcode is None and not chan.broken:
+                    post = None if ctrl is None else functools.partial(ctrl.post_message, w)
                     try:
-                        ctrl.post_message(w)
+                        chan.request(("close",), min(deadline, time.monotonic() + 1.0), post)
                     except Exception:
                         pass
-            # Drain the pipes meanwhile: a worker blocked sending a large info
+            # Read the pipes meanwhile: a worker blocked sending a large info
             # message would otherwise never read its close message.
             while time.monotonic() < deadline and any(p.exitcode is None for p in self.procs):
-                for conn in self.conns:
+                for chan in self.chans:
                     try:
-                        while conn.poll():
-                            conn.recv_bytes()
-                    except (EOFError, OSError):
+                        chan.pump(0)
+                    except Exception:
                         pass
+                live = [w for w, p in enumerate(self.procs) if p.exitcode is None]
                 mp_connection.wait(
-                    [p.sentinel for p in self.procs if p.exitcode is None],
+                    [self.procs[w].sentinel for w in live] + [self.chans[w] for w in live],
                     timeout=min(0.05, max(0.0, deadline - time.monotonic())),
                 )
             for proc in self.procs:  # join reaps and lets multiprocessing forget it
@@ -199,11 +213,8 @@ class _Resources:
                     pass
             for p in alive:
                 p.join(1.0)
-        for conn in self.conns:
-            try:
-                conn.close()
-            except Exception:
-                pass
+        for chan in self.chans:
+            chan.close()
         self.ctrl = None
         if self.block is not None:
             try:
@@ -215,7 +226,7 @@ class _Resources:
             self.segment.close()
             self.segment = None
         self.procs = []
-        self.conns = []
+        self.chans = []
 
 
 def _shutdown(resources: _Resources) -> None:
@@ -261,7 +272,16 @@ class ShmemVecEnv(VecEnv):
         workers that did not answer are killed and the vec env needs a
         :meth:`reset`, which starts them again (or :meth:`close`).
     start_timeout : float
-        Seconds to wait for workers to build their envs (default 300).
+        Seconds to wait for all workers to build their envs (default 60).
+        Workers start in parallel, usually within a second (fork: about
+        2 ms, spawn and forkserver: about 0.2 s plus the factories' imports);
+        a minute covers heavy factories (Atari ROMs, MuJoCo models, importing
+        torch on a busy machine) while a worker that will never start (a
+        factory that waits forever, a lock held by another thread at fork)
+        is reported before a user gives up on a silent program. Past 10 s,
+        progress is logged (logger ``"vecenv"``, level WARNING) every 10 s.
+        The error names every worker that did not start, the env factory it
+        is inside, the start method and the likely fix.
     spin : float, optional
         Seconds a waiting process polls before sleeping on a futex. The poll
         yields the CPU (``sched_yield``) after a few microseconds, so it never
@@ -322,6 +342,23 @@ class ShmemVecEnv(VecEnv):
         checks the rest, as the gymnasium drop-in does for
         ``observation_mode="different"``).
 
+    Notes
+    -----
+    Each worker sees the parent's ``os.environ`` as it was when the worker was
+    started (at construction, or at a restart), under every start method;
+    the working directory and ``sys.path`` are the parent's too.
+
+    Each worker reseeds the global generators (``random``, ``np.random``'s
+    legacy global ``RandomState``, and ``torch`` when imported) from fresh
+    entropy when it starts (before the factories run), so envs that draw
+    from them do not repeat each other's numbers (forked workers would
+    otherwise all continue the parent's stream). When a reset gives the
+    worker's envs seeds (:meth:`seed`, or ``reset(seed=...)`` in the
+    façades), the worker reseeds them again from the first of those seeds,
+    just before those resets run: a seeded run draws the same numbers again.
+    The envs' own ``np_random`` is seeded by gymnasium from the same seed,
+    independently.
+
     Raises
     ------
     InvalidArgumentError
@@ -331,6 +368,12 @@ class ShmemVecEnv(VecEnv):
     WorkerError
         An env factory raised; the message names the env and carries the
         worker's traceback.
+    WorkerDiedError
+        A worker died while building its envs; ``env_index`` is the env whose
+        factory it was inside.
+    VecEnvTimeoutError
+        Workers did not start within ``start_timeout``; the message names
+        each of them, the factory it is inside and the likely fix.
     """
 
     def __init__(
@@ -344,7 +387,7 @@ class ShmemVecEnv(VecEnv):
         context: Optional[str] = None,
         copy: bool = True,
         timeout: Optional[float] = None,
-        start_timeout: float = 300.0,
+        start_timeout: float = 60.0,
         spin: Optional[float] = None,
         autoreset_mode: str = "sb3",
         cpu_affinity: Union[bool, Sequence[int], None] = None,
@@ -413,7 +456,6 @@ class ShmemVecEnv(VecEnv):
         self._seeds: List[Optional[int]] = [None] * num_envs
         self._options: Dict[int, Any] = {}
         self.reset_infos: List[Dict[str, Any]] = [{} for _ in range(num_envs)]
-        self._stash: Dict[int, Tuple[str, Any]] = {}
         # Fault handling (see "Errors and fault handling" in the README).
         self.on_worker_death = on_worker_death
         self.max_restarts = int(max_restarts)
@@ -425,8 +467,6 @@ class ShmemVecEnv(VecEnv):
         self._dead: set = set()  # workers dead or killed, not yet restarted
         self._restarted: set = set()  # envs whose next result reports a restart
         self._restart_infos: Dict[int, Any] = {}  # their reset infos
-        self._dirty = False  # a pipe may hold unread replies: resync at reset
-        self._open_calls = 0  # calls started and not yet finished
         self._reset_restarts: Optional[set] = None  # workers restarted by this reset()
         self._pending_kwargs: Dict[int, Dict[str, Any]] = {}  # this reset's seeds/options
         self._next_check = 0.0  # time.monotonic() of the next liveness check on the fast path
@@ -438,6 +478,7 @@ class ShmemVecEnv(VecEnv):
         self._ctx = get_context(context)
         self._daemon = daemon
         self._start_timeout = start_timeout
+        self._progress: Dict[int, Tuple[Optional[int], int]] = {}  # starting: (env, activity)
         self._start_workers(self._ctx, env_fns, daemon, start_timeout)
         obs_space, act_space = self._spaces
         if spaces is not None and (spaces[0] != obs_space or spaces[1] != act_space):
@@ -525,11 +566,9 @@ class ShmemVecEnv(VecEnv):
                 self._spawn(w)
             deadline = time.monotonic() + start_timeout
             spaces = None
+            replies = self._await_started(deadline, start_timeout)
             for w in range(len(self._ranges)):
-                msg = self._recv(w, deadline, "starting the workers")
-                if msg[0] == "error":
-                    raise self._worker_error(msg[1])
-                _, obs_space, act_space, metadata = msg
+                _, obs_space, act_space, metadata = replies[w]
                 if spaces is None:
                     spaces = (obs_space, act_space)
                     self.metadata = metadata[0] if metadata else {}
@@ -544,11 +583,154 @@ class ShmemVecEnv(VecEnv):
             res.shutdown(timeout=1.0)
             raise
 
+    def _await_started(self, deadline: float, start_timeout: float) -> Dict[int, tuple]:
+        """Wait for every worker's ("spaces", ...) message at once, keeping
+        their ("progress", env, activity) reports; log progress every
+        ``_START_REPORT_S`` seconds.
+
+        Raises
+        ------
+        WorkerError
+            A factory raised (the lowest env index among the reports read).
+        WorkerDiedError
+            A worker died while starting (names the factory it was inside).
+        VecEnvTimeoutError
+            ``deadline`` passed: names every worker that did not start.
+        """
+        res = self._resources
+        n = len(self._ranges)
+        replies: Dict[int, tuple] = {}
+        pending = set(range(n))
+        start = time.monotonic()
+        report_at = start + _START_REPORT_S
+        while pending:
+            now = time.monotonic()
+            if now >= deadline:
+                raise self._start_timed_out(sorted(pending), start_timeout)
+            if now >= report_at:
+                report_at += _START_REPORT_S
+                _log.warning(
+                    "ShmemVecEnv: %d of %d workers ready after %.0f s (start method %r); "
+                    "still starting: %s; start_timeout=%s s",
+                    n - len(pending),
+                    n,
+                    now - start,
+                    self._ctx.get_start_method(),
+                    "; ".join(f"worker {w} {self._starting(w)}" for w in sorted(pending)),
+                    start_timeout,
+                )
+            waitables: Dict[Any, int] = {res.chans[w]: w for w in pending}
+            waitables.update({res.procs[w].sentinel: w for w in pending})
+            ready = mp_connection.wait(
+                list(waitables), timeout=max(0.0, min(deadline, report_at) - now)
+            )
+            errors, died = [], []
+            for obj in ready:
+                w = waitables[obj]
+                if w not in pending:
+                    continue
+                chan = res.chans[w]
+                alive = chan.pump(0)
+                # Unsolicited start-up messages carry ref 0; a later one
+                # replaces an earlier one, and only the last matters.
+                msg = chan.replies.pop(0, None)
+                if msg is not None:
+                    if msg[0] == "progress":
+                        self._progress[w] = (msg[1], msg[2])
+                    elif msg[0] == "error":
+                        errors.append(msg[1])
+                        pending.discard(w)
+                    else:
+                        self._progress.pop(w, None)
+                        replies[w] = msg
+                        pending.discard(w)
+                if w in pending and (not alive or res.procs[w].exitcode is not None):
+                    died.append(w)
+            if errors:
+                # As the env's own type too: `except NameNotFound` works.
+                first = min(errors, key=lambda p: p.get("env_index") or 0)
+                raise as_env_exception(self._worker_error(first))
+            if died:
+                raise self._died(min(died), "starting the workers")
+        return replies
+
+    def _starting(self, w: int) -> str:
+        """Where worker ``w`` is in its start-up, for messages."""
+        if w not in self._progress:
+            return "has not reached its env factories yet (the process is still booting)"
+        env, code = self._progress[w]
+        return f"is {Activity(code).describe(env)}"
+
+    def _start_timed_out(self, workers: List[int], start_timeout: float) -> VecEnvTimeoutError:
+        """The error for workers ``workers`` that did not start in time."""
+        method = self._ctx.get_start_method()
+        n = len(self._ranges)
+        where = "; ".join(
+            f"worker {w} (envs {list(range(*self._ranges[w]))}) {self._starting(w)}"
+            for w in workers
+        )
+        if method == "fork":
+            cause = (
+                "A forked worker that never starts usually inherited a lock that another "
+                "thread of this process held at the fork (logging, an import, a thread pool, "
+                "a BLAS, OpenMP or CUDA runtime): only the forking thread is copied, so the lock "
+                "is never released in the worker. Pass context='spawn' or context='forkserver' "
+                "(fresh processes), or start the vec env before other threads; if the "
+                "factories are only slow, raise start_timeout."
+            )
+        else:
+            cause = (
+                "The factories are stuck or slow (an import, a download, a model compile, a "
+                "server that does not answer): raise start_timeout if they are only slow."
+            )
+        first = next(
+            (self._progress[w][0] for w in workers if w in self._progress),
+            None,
+        )
+        envs = [i for w in workers for i in range(*self._ranges[w])]
+        return VecEnvTimeoutError(
+            f"ShmemVecEnv(): {len(workers)} of {n} workers did not start within "
+            f"start_timeout={start_timeout} s (start method {method!r}): {where}. {cause}",
+            env_indices=envs,
+            env_index=first,
+        )
+
+    def _recv_started(self, w: int, deadline: Optional[float], what: str):
+        """:meth:`_recv` for a starting worker: its ("progress", ...) reports
+        are kept (for messages), the next other message is returned."""
+        while True:
+            msg = self._recv(w, deadline, what)
+            if msg[0] != "progress":
+                self._progress.pop(w, None)
+                return msg
+            self._progress[w] = (msg[1], msg[2])
+
+    def _inside(self, w: int) -> Tuple[Optional[int], str]:
+        """``(env, phrase)``: the env worker ``w`` was inside (None: none) and
+        what it did there, from its start-up reports or its control slot."""
+        if w in self._progress:
+            env, code = self._progress[w]
+            return env, Activity(code).describe(env)
+        if self._ctrl is None:
+            return None, ""
+        env, code = self._ctrl.activity(w)
+        if env < 0:
+            return None, ""
+        try:
+            act = Activity(code)
+        except ValueError:
+            act = Activity.CALL
+        return env, act.describe(env)
+
     def _spawn(self, w: int) -> None:
         """Start the process of worker ``w`` and record it (and the parent's
-        end of its pipe) as ``procs[w]``, ``conns[w]``."""
+        end of its pipe) as ``procs[w]``, ``chans[w]``."""
         ctx = self._ctx
         spec = self._specs[w]
+        spec.environ = dict(os.environ)  # as of this start (forkserver would be stale)
+        self._progress.pop(w, None)
+        if self._ctrl is not None:
+            self._ctrl.leave(w)  # no stale activity from a dead predecessor
         spec.pdeathsig = (
             ctx.get_start_method() in ("fork", "spawn")
             and threading.current_thread() is threading.main_thread()
@@ -572,15 +754,16 @@ class ShmemVecEnv(VecEnv):
         old_handler = None
         if threading.current_thread() is threading.main_thread():
             old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        procs, conns = self._resources.procs, self._resources.conns
+        procs, chans = self._resources.procs, self._resources.chans
         try:
             proc.start()
+            chan = ParentChannel(parent_conn, proc.sentinel)
             # Recorded before SIGINT is unblocked, so Ctrl-C cannot orphan it.
             if w < len(procs):
-                procs[w], conns[w] = proc, parent_conn
+                procs[w], chans[w] = proc, chan
             else:
                 procs.append(proc)
-                conns.append(parent_conn)
+                chans.append(chan)
         finally:
             if old_handler is not None:
                 signal.signal(signal.SIGINT, old_handler)
@@ -617,6 +800,7 @@ class ShmemVecEnv(VecEnv):
         self._rew, self._term, self._trunc = rew, term, trunc
         self._final_bufs = layout.final_views(block)  # "sb3" autoreset: last observations
         self._status = self._ctrl.arrays()[1]
+        self._tickets = self._ctrl.arrays()[3]  # a round message carries its env's ticket
         self._write_actions = _layout.make_action_writer(layout.action_leaves, self.action_space)
         self._write_exact = _layout.make_exact_writer(layout.action_leaves, self.action_space)
         self._split_actions = _layout.make_action_splitter(self.action_space)
@@ -639,8 +823,8 @@ class ShmemVecEnv(VecEnv):
         ]
         self._obs_rows = [_layout._bytes2d(b) for b in self._obs_bufs]  # (num_envs, row_bytes) u8
         deadline = time.monotonic() + start_timeout
-        for conn in res.conns:
-            conn.send(("attach", res.segment.handle, layout, []))
+        for w in range(num_workers):  # the workers are reading: no wake needed
+            self._post(w, ("attach", res.segment.handle, layout, []), deadline, wake=False)
         for w in range(num_workers):
             msg = self._recv(w, deadline, "attaching the workers")
             if msg[0] != "attached":
@@ -648,8 +832,17 @@ class ShmemVecEnv(VecEnv):
         res.segment.unlink()  # no name left once everyone is attached (macOS)
 
     # ------------------------------------------------------------ plumbing
-    def _recv(self, w: int, deadline: Optional[float], what: str, keep: bool = False):
-        """Receive a message from worker ``w``.
+    def _recv(
+        self,
+        w: int,
+        deadline: Optional[float],
+        what: str,
+        keep: bool = False,
+        ref: Optional[int] = None,
+    ):
+        """Receive the reply to request ``ref`` (default: the last request
+        posted to worker ``w``, or its first message) from worker ``w``.
+        Round messages that arrive meanwhile are kept for their envs.
 
         Raises
         ------
@@ -657,42 +850,65 @@ class ShmemVecEnv(VecEnv):
             The worker died first (the caller buries or restarts it).
         VecEnvTimeoutError
             ``deadline`` (a ``time.monotonic()`` value) passed; unless ``keep``
-            (the caller will wait again) the worker was killed, since a late
-            reply would leave its pipe out of step.
+            (the caller will wait again) the worker was killed.
+        StateError
+            The channel was broken by an interrupt: reset() first.
         """
-        res = self._resources
-        conn, proc = res.conns[w], res.procs[w]
-        while True:
-            left = _SLICE_S if deadline is None else min(_SLICE_S, deadline - time.monotonic())
-            if left <= 0:
-                lo, hi = self._ranges[w]
-                if keep:
-                    hint = "; the call is still pending"
-                else:
-                    self._bury(w)
-                    hint = self._killed_hint([w])
-                raise VecEnvTimeoutError(
-                    f"envs {list(range(lo, hi))} (worker {w}) did not answer within the "
-                    f"timeout while {what}{hint}",
-                    env_indices=range(lo, hi),
-                )
-            ready = mp_connection.wait([conn, proc.sentinel], timeout=left)
-            if conn in ready:
-                try:
-                    return conn.recv()
-                except (EOFError, OSError):
-                    pass
-            elif proc.sentinel not in ready:
-                continue
-            raise self._died(w, what)
-
-    def _post(self, w: int, msg) -> None:
-        """Put ``msg`` on worker ``w``'s pipe and tell the worker."""
+        chan = self._resources.chans[w]
         try:
-            self._resources.conns[w].send(msg)
-        except OSError:  # BrokenPipeError and friends: the worker is gone
-            raise self._died(w, f"sending it a {msg[0]!r} message") from None
-        self._ctrl.post_message(w)
+            return chan.reply(chan.last_ref if ref is None else ref, deadline)
+        except ChannelTimeout:
+            raise self._timeout_error(w, what, keep) from None
+        except ChannelDead:
+            raise self._died(w, what) from None
+        except ChannelBroken:
+            raise self._broken_error(w, what) from None
+
+    def _post(self, w: int, msg, deadline: Optional[float] = None, wake: bool = True) -> int:
+        """Send ``msg`` to worker ``w`` (woken first unless ``wake`` is False)
+        and return its ref. ``deadline`` defaults to ``timeout`` from now.
+
+        Raises
+        ------
+        WorkerDiedError, StateError
+            As :meth:`_recv`.
+        VecEnvTimeoutError
+            The frame could not be written in time: the worker was killed.
+        """
+        chan = self._resources.chans[w]
+        if deadline is None and self.timeout is not None:
+            deadline = time.monotonic() + self.timeout
+        post = functools.partial(self._ctrl.post_message, w) if wake else None
+        what = f"sending it a {msg[0]!r} message"
+        try:
+            return chan.request(msg, deadline, post)
+        except ChannelTimeout:
+            raise self._timeout_error(w, what, False) from None
+        except ChannelDead:
+            raise self._died(w, what) from None
+        except ChannelBroken:
+            raise self._broken_error(w, what) from None
+
+    def _timeout_error(self, w: int, what: str, keep: bool) -> VecEnvTimeoutError:
+        lo, hi = self._ranges[w]
+        if keep:
+            hint = "; the call is still pending"
+        else:
+            self._bury(w)
+            hint = self._killed_hint([w])
+        return VecEnvTimeoutError(
+            f"envs {list(range(lo, hi))} (worker {w}) did not answer within the "
+            f"timeout while {what}{hint}",
+            env_indices=range(lo, hi),
+        )
+
+    def _broken_error(self, w: int, what: str) -> StateError:
+        self._state = State.NEEDS_RESET
+        lo, hi = self._ranges[w]
+        return StateError(
+            f"cannot use the pipe of worker {w} (envs {list(range(lo, hi))}) while {what}: "
+            "an interrupt (Ctrl-C) cut a message short; call reset(), which restarts that worker"
+        )
 
     def _died(self, w: int, what: str) -> WorkerDiedError:
         proc = self._resources.procs[w]
@@ -712,24 +928,36 @@ class ShmemVecEnv(VecEnv):
         hint = ""
         if self._ctrl is not None:
             hint = "; reset() starts it again with new envs, close() releases everything"
+        env, inside = self._inside(w)
+        if inside:
+            inside = f", {inside}"
+            if env is not None:
+                inside += f" (all {hi - lo} envs of the worker are lost)"
         return WorkerDiedError(
-            f"worker {w} (envs {list(range(lo, hi))}) {how} while {what}{hint}",
+            f"worker {w} (envs {list(range(lo, hi))}) {how} while {what}{inside}{hint}",
             env_indices=range(lo, hi),
             exitcode=code,
+            env_index=env,
         )
 
     def _killed_hint(self, workers) -> str:
         if self._ctrl is None:
             return ""
         envs = [i for w in workers for i in range(*self._ranges[w])]
+        inside = "".join(
+            f"; worker {w} was {phrase}"
+            for w in workers
+            for env, phrase in [self._inside(w)]
+            if phrase
+        )
         return (
-            f"; worker(s) {list(workers)} (envs {envs}) were killed: reset() starts them "
+            f"{inside}; worker(s) {list(workers)} (envs {envs}) were killed: reset() starts them "
             "again with new envs, close() releases everything"
         )
 
     def _bury(self, w: int) -> None:
         """Make sure worker ``w`` is dead and reaped, and forget its envs: their
-        control bytes, published results, stashed messages and in-flight marks.
+        control bytes, published results and in-flight marks, and its channel.
         reset() or the restart policy starts it again."""
         res = self._resources
         proc = res.procs[w]
@@ -739,16 +967,11 @@ class ShmemVecEnv(VecEnv):
             except Exception:
                 pass
             proc.join(5.0)
-        try:
-            res.conns[w].close()
-        except Exception:
-            pass
+        res.chans[w].close()
         if self._ctrl is None:  # still constructing: the caller shuts down
             return
         lo, hi = self._ranges[w]
         self._ctrl.forget(lo, hi)  # clears their in-flight flags too
-        for i in range(lo, hi):
-            self._stash.pop(i, None)
         self._dead.add(w)
 
     def _dead_workers(self) -> List[int]:
@@ -787,6 +1010,7 @@ class ShmemVecEnv(VecEnv):
                 msg,
                 env_indices=[i for e in errors for i in e.env_indices],
                 exitcode=errors[0].exitcode,
+                env_index=next((e.env_index for e in errors if e.env_index is not None), None),
             )
         for w in dead:
             self._restart(w, report=not in_reset)
@@ -823,10 +1047,9 @@ class ShmemVecEnv(VecEnv):
         while True:
             self._bury(w)
             self._spawn(w)
-            conn = res.conns[w]
             deadline = time.monotonic() + self._start_timeout
             try:
-                msg = self._recv(w, deadline, what)
+                msg = self._recv_started(w, deadline, what)
                 if msg[0] == "error":
                     raise self._worker_error(msg[1])
                 if self.check_spaces and (msg[1], msg[2]) != self._spaces:
@@ -834,10 +1057,7 @@ class ShmemVecEnv(VecEnv):
                         f"worker {w} came back with spaces ({msg[1]}, {msg[2]}), expected "
                         f"({self._spaces[0]}, {self._spaces[1]})"
                     )
-                try:
-                    conn.send(("attach", res.segment.handle, self._layout, held))
-                except OSError:
-                    raise self._died(w, what) from None
+                self._post(w, ("attach", res.segment.handle, self._layout, held), deadline, False)
                 msg = self._recv(w, deadline, what)
                 if msg[0] == "error":
                     raise self._worker_error(msg[1])
@@ -892,31 +1112,11 @@ class ShmemVecEnv(VecEnv):
             self._term[i] = False
             self._trunc[i] = True
 
-    def _resync(self) -> None:
-        """Drop replies an interrupted read left on the pipes: each live worker
-        echoes a token, and everything it sent before the echo is discarded."""
-        token = os.urandom(8)
-        live = [w for w in range(len(self._ranges)) if w not in self._dead]
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        posted = []
-        for w in live:
-            try:
-                self._post(w, ("sync", token))
-                posted.append(w)
-            except WorkerDiedError:
-                self._on_deaths([w], "reset")
-        for w in posted:
-            while True:
-                try:
-                    msg = self._recv(w, deadline, "reset")
-                except WorkerDiedError:
-                    self._on_deaths([w], "reset")
-                    break
-                if msg[0] == "synced" and msg[1] == token:
-                    break
-        self._stash.clear()
-        self._dirty = False
-        self._open_calls = 0
+    def _broken_workers(self) -> List[int]:
+        """Live workers whose channel an interrupt broke (reset() restarts them)."""
+        return [
+            w for w, chan in enumerate(self._resources.chans) if chan.broken and w not in self._dead
+        ]
 
     def _worker_error(self, payload) -> WorkerError:
         i = payload.get("env_index")
@@ -981,8 +1181,26 @@ class ShmemVecEnv(VecEnv):
                         env_indices=late,
                     )
                 self._timed_out(what)
-            if ctrl.wait_ready(target, 0.0, max(left, 0.0)) >= 0:
+            if self._wait_ready(target, max(left, 0.0)) >= 0:
                 return
+
+    def _wait_ready(self, target: int, timeout: float) -> int:
+        """``ctrl.wait_ready`` for at most ``timeout`` seconds, reading the
+        pipes of workers that wait for room on them (a worker blocked sending
+        a large info would never take its next op). -1 when the time ran out
+        or a worker is gone (the caller checks liveness)."""
+        ctrl = self._ctrl
+        end = time.monotonic() + timeout
+        while True:
+            r = ctrl.wait_ready(target, 0.0, max(end - time.monotonic(), 0.0))
+            if r != -2:
+                return r
+            chans = self._resources.chans
+            for w in ctrl.tx_blocked_workers():
+                if w not in self._dead and not chans[w].pump(0.002):
+                    return -1
+            if time.monotonic() >= end:
+                return -1
 
     def _timed_out(self, what: str) -> None:
         """Kill the workers of the envs still running and raise VecEnvTimeoutError."""
@@ -990,12 +1208,14 @@ class ShmemVecEnv(VecEnv):
         late = [int(i) for i in np.flatnonzero(self._in_flight & ~ready)]
         workers = sorted({int(self._env_worker[i]) for i in late})
         for w in workers:
-            self._bury(w)
+            self._bury(w)  # stopped: its slot now says where it was stuck
         self._state = State.NEEDS_RESET
+        stuck = [env for w in workers for env, _ in [self._inside(w)] if env is not None]
         raise VecEnvTimeoutError(
             f"envs {late} did not finish {what} within timeout={self.timeout} s"
             f"{self._killed_hint(workers)}",
             env_indices=late,
+            env_index=stuck[0] if stuck else None,
         )
 
     def _read_flagged(self, ids) -> Tuple[Dict[int, Any], Dict[int, Any]]:
@@ -1007,33 +1227,27 @@ class ShmemVecEnv(VecEnv):
         """
         infos: Dict[int, Any] = {}
         errors: Dict[int, Any] = {}
-        status = self._status
-        self._dirty = True  # until every expected message is read
+        status, tickets = self._status, self._tickets
+        chans = self._resources.chans
+        what = "reading infos"
         for i in ids:
             i = int(i)
-            while status[i] and i not in self._stash:
+            while status[i]:
                 w = int(self._env_worker[i])
                 deadline = None if self.timeout is None else time.monotonic() + self.timeout
                 try:
-                    msg = self._recv(w, deadline, "reading infos")
-                except WorkerDiedError:
-                    self._on_deaths([w], "reading infos")
+                    # The message of the publish this env was collected under.
+                    kind, value = chans[w].round_entry(i, int(tickets[i]), deadline)
+                except ChannelDead:
+                    self._on_deaths([w], what)  # a restart clears the status
                     continue
-                self._stash_round(msg)
-            if not status[i]:
-                continue
-            kind, value = self._stash.pop(i)
-            (infos if kind == "info" else errors)[i] = value
-        self._dirty = False
+                except ChannelTimeout:
+                    raise self._timeout_error(w, what, False) from None
+                except ChannelBroken:
+                    raise self._broken_error(w, what) from None
+                (infos if kind == "info" else errors)[i] = value
+                break
         return infos, errors
-
-    def _stash_round(self, msg) -> None:
-        """Keep a worker's ("round", infos, errors) message per env until read."""
-        _, m_infos, m_errors = msg
-        for j, info in m_infos.items():
-            self._stash[j] = ("info", info)
-        for j, err in m_errors.items():
-            self._stash[j] = ("error", err)
 
     def _raise_errors(self, errors: Dict[int, Any]) -> None:
         first = min(errors)
@@ -1087,7 +1301,7 @@ class ShmemVecEnv(VecEnv):
         """Let the first step_async come before any reset (the envs then step
         from the state their factories left), as gymnasium's and SB3's vector
         envs do; the drop-ins call this right after construction."""
-        if self._state is State.NEEDS_RESET and not self._dirty and not self._in_flight.any():
+        if self._state is State.NEEDS_RESET and not self._in_flight.any() and not self._dead:
             self._state = State.IDLE
 
     def _put_actions(self, actions, ids=None) -> None:
@@ -1232,7 +1446,11 @@ class ShmemVecEnv(VecEnv):
         options given by :meth:`seed` and :meth:`set_options`.
 
         Dead or killed workers are started again first (their envs are added
-        to ``env_ids``); envs in flight are waited for and their results dropped.
+        to ``env_ids``), and so are workers whose pipe an interrupt (Ctrl-C)
+        cut inside a message; envs in flight are waited for and their results
+        dropped. A pending reset (say, one that Ctrl-C interrupted between
+        reset_async and reset_wait) is abandoned and started again; a pending
+        step_async is not (call step_wait first; :meth:`step` never leaves one).
 
         Parameters
         ----------
@@ -1243,9 +1461,8 @@ class ShmemVecEnv(VecEnv):
         Raises
         ------
         StateError
-            A reset is pending (call reset_wait first), or a subset reset with
-            ``batch_size < num_envs``. (A pending step_async is finished and
-            its results dropped.)
+            A subset reset with ``batch_size < num_envs``. (A pending
+            step_async() or reset_async() is finished and its results dropped.)
         InvalidArgumentError
             Bad ``env_ids``.
         WorkerError, WorkerDiedError, VecEnvTimeoutError
@@ -1254,18 +1471,27 @@ class ShmemVecEnv(VecEnv):
         """
         # A pending step_async is finished and its results dropped (the seed's
         # contract: "that work will be cancelled").
-        self._guard("reset_async", State.NEEDS_RESET, State.IDLE, State.RUNNING, State.STEP_PENDING)
+        self._guard(
+            "reset_async",
+            State.NEEDS_RESET,
+            State.IDLE,
+            State.RUNNING,
+            State.RESET_PENDING,
+            State.STEP_PENDING,
+        )
         ids = self._reset_ids(env_ids)
         self._state = State.NEEDS_RESET  # until the reset completes
         self._reset_restarts = set()  # a worker may be restarted once per reset
         try:
+            for w in self._broken_workers():  # a new pipe and a new worker: exact
+                self._bury(w)
             dead = sorted(self._dead.union(self._dead_workers()))
             if dead:
                 self._on_deaths(dead, "reset")
             if self._in_flight.any():
                 self._drain("reset")
-            if self._dirty:
-                self._resync()
+            for chan in self._resources.chans:  # replies of abandoned calls, old infos
+                chan.forget_stale()
             if ids is not None and self._reset_restarts:  # their envs are new: reset them too
                 new = [i for w in self._reset_restarts for i in range(*self._ranges[w])]
                 ids = np.union1d(ids, np.asarray(new, dtype=np.int64))
@@ -1331,7 +1557,6 @@ class ShmemVecEnv(VecEnv):
         if self._state is not State.RESET_PENDING:
             self._guard("reset_wait", State.RESET_PENDING)
         self._state = State.NEEDS_RESET  # until the reset completes (see step_wait)
-        self._dirty = True
         try:
             ids = np.flatnonzero(self._in_flight)
             n = len(ids)
@@ -1355,7 +1580,6 @@ class ShmemVecEnv(VecEnv):
                 self._reset_restarts = None
         self.reset_infos = infos
         self._pending_kwargs = {}
-        self._dirty = False
         self._state = State.IDLE
         return self._obs_batch()
 
@@ -1391,9 +1615,9 @@ class ShmemVecEnv(VecEnv):
         n = int(self._in_flight.sum())
         if n:
             self._wait(n, what)
+            # Their round messages are never read: a later read asks for the
+            # ticket of a later publish, so these are stale and overwritten.
             self._ctrl.collect(n, self._ids_out)
-            self._read_flagged(self._ids_out[:n])
-        self._stash.clear()
 
     def _check_step_async(self) -> None:
         """Guard of step_async: idle, and lockstep (batch_size == num_envs)."""
@@ -1429,10 +1653,21 @@ class ShmemVecEnv(VecEnv):
             A step is already pending, reset() was not called, or the vec env
             uses batch_size < num_envs (use send/recv).
         """
+        self._step_start(actions)
+        self._state = State.STEP_PENDING
+
+    def _step_start(self, actions) -> None:
         self._check_step_async()
         self._put_actions(actions)
+        self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
         self._ctrl.dispatch_all(_core.OP_STEP)
-        self._state = State.STEP_PENDING
+
+    def step(self, actions):
+        """:meth:`step_async` then :meth:`step_wait`, without passing through
+        STEP_PENDING: a Ctrl-C anywhere in it leaves NEEDS_RESET, from which
+        :meth:`reset` recovers (see step_wait for what it returns and raises)."""
+        self._step_start(actions)
+        return self._step_finish()
 
     def step_wait(self):
         """Wait for the step started by :meth:`step_async`.
@@ -1463,9 +1698,11 @@ class ShmemVecEnv(VecEnv):
         if self._state is not State.STEP_PENDING:
             self._guard("step_wait", State.STEP_PENDING)
         # Until this step completes: any exception (Ctrl-C too) leaves a vec
-        # env whose reset() drains the envs in flight and resyncs the pipes.
+        # env whose reset() drains the envs in flight.
         self._state = State.NEEDS_RESET
-        self._dirty = True
+        return self._step_finish()
+
+    def _step_finish(self):
         n = self.num_envs
         self._wait(n, "step", State.STEP_PENDING)
         flagged = self._ctrl.collect_all()
@@ -1482,7 +1719,6 @@ class ShmemVecEnv(VecEnv):
         self._add_terminal(ended, ended, infos)
         if self._restarted:
             self._report_restarts(range(n), infos)
-        self._dirty = False
         self._state = State.IDLE
         return self._obs_batch(), self._rew.copy(), self._term | self._trunc, infos
 
@@ -1519,6 +1755,7 @@ class ShmemVecEnv(VecEnv):
                 f"env_ids {busy.tolist()} are still in flight: recv() them before sending again"
             )
         self._put_actions(actions, ids)
+        self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
         self._ctrl.dispatch(ids, _core.OP_STEP)
         self._state = State.RUNNING
 
@@ -1553,7 +1790,6 @@ class ShmemVecEnv(VecEnv):
                 "send() actions for the env_ids of the last recv() first"
             )
         self._state = State.NEEDS_RESET  # until this batch is collected (see step_wait)
-        self._dirty = True
         self._wait(k, "step", State.RUNNING)
         flagged = self._ctrl.collect(k, self._ids_out)
         ids = self._ids_out[:k].copy()
@@ -1591,7 +1827,6 @@ class ShmemVecEnv(VecEnv):
             values = [tuple(col[int(i)] for i in ids) for col in self._pickled_obs]
             leaves = _layout.merge_leaves(leaves, values, self._obs_pickled)
         obs = leaves[0] if self._single_obs else self._unflatten_obs(leaves)
-        self._dirty = False
         self._state = State.RUNNING if self._in_flight.any() else State.IDLE
         return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
 
@@ -1615,19 +1850,13 @@ class ShmemVecEnv(VecEnv):
 
     def _call_start(self, what: str, name: str, args, kwargs, indices: Indices):
         """Send a call to the envs ``indices``; :meth:`_call_finish` collects the
-        replies. Nothing else may be sent to the workers in between."""
+        replies. Nothing but other calls may be sent to the workers in between.
+
+        The state is NEEDS_RESET while the frames are written (a Ctrl-C that
+        cuts one leaves a state that needs the reset which restores the
+        channel) and goes back to what it was once they are."""
         self._guard(what, State.IDLE, State.NEEDS_RESET)
         ids = self._indices(indices)
-        if self._state is State.NEEDS_RESET and (
-            self._in_flight.any() or (self._dirty and not self._open_calls)
-        ):
-            # After a death, a timeout or Ctrl-C, envs may still be running and
-            # pipes may hold their round messages or the reply of an abandoned
-            # call: a reply read now could be one of those. Let the envs finish
-            # and clear the pipes first (not while this caller's own earlier
-            # calls are still unanswered).
-            self._drain(what)
-            self._resync()
         by_worker: Dict[int, List[int]] = {}
         for i in ids:
             by_worker.setdefault(int(self._env_worker[i]), []).append(i)
@@ -1637,19 +1866,41 @@ class ShmemVecEnv(VecEnv):
                 f"{what}() cannot reach envs of dead worker(s) {dead}: call reset() first, "
                 "which starts them again"
             )
-        self._dirty = True  # until every reply is read (reset() resyncs otherwise)
+        broken = [w for w in self._broken_workers() if w in by_worker]
+        if broken:
+            raise self._broken_error(broken[0], f"starting {what}()")
+        prev = self._state
+        if prev is State.NEEDS_RESET and self._in_flight.any():
+            # After a death, a timeout or Ctrl-C envs may still be running; the
+            # worker reads the call only after its round, so let them finish.
+            self._drain(what)
+        self._state = State.NEEDS_RESET  # until every frame is written
+        refs: Dict[int, int] = {}
         try:
             for w, wids in by_worker.items():
-                self._post(w, ("call", what, name, args, kwargs, wids))
+                refs[w] = self._post(w, ("call", what, name, args, kwargs, wids))
         except WorkerDiedError as exc:
             self._bury(int(self._env_worker[exc.env_indices[0]]))
-            self._state = State.NEEDS_RESET
             raise
-        self._open_calls += 1
-        return {"what": what, "name": name, "ids": ids, "by_worker": by_worker, "results": {}}
+        except BaseException:
+            # An arg that does not pickle, or a Ctrl-C between two frames: the
+            # channels are whole, and replies already asked for are only stale.
+            if not self._broken_workers() and not self._dead.intersection(by_worker):
+                self._state = prev
+            raise
+        self._state = prev
+        return {
+            "what": what,
+            "name": name,
+            "ids": ids,
+            "by_worker": by_worker,
+            "refs": refs,
+            "results": {},
+        }
 
     def _call_finish(self, pending) -> List[Any]:
-        """Collect the replies of :meth:`_call_start`.
+        """Collect the replies of :meth:`_call_start` (each matched by its ref:
+        a reply of an abandoned call is never taken for this one).
 
         After the timeout of a single wait (``_wait_timeout``), calling it
         again with the same ``pending`` waits for the workers not yet heard.
@@ -1657,7 +1908,7 @@ class ShmemVecEnv(VecEnv):
         Ctrl-C, the vec env needs a reset().
         """
         what, name, ids = pending["what"], pending["name"], pending["ids"]
-        by_worker, results = pending["by_worker"], pending["results"]
+        by_worker, results, refs = pending["by_worker"], pending["results"], pending["refs"]
         lost = sorted(w for w in by_worker if w in self._dead)
         if lost:
             raise StateError(
@@ -1667,29 +1918,23 @@ class ShmemVecEnv(VecEnv):
         limit = self._wait_timeout if keep else self.timeout
         deadline = None if limit is None else time.monotonic() + limit
         where = f"{what}({name!r})"
+        prev = self._state
+        self._state = State.NEEDS_RESET  # until every reply is read
         try:
             for w, wids in list(by_worker.items()):
-                msg = self._recv(w, deadline, where, keep=keep)
-                while msg[0] == "round":  # a step's infos sent before the reply
-                    self._stash_round(msg)
-                    msg = self._recv(w, deadline, where, keep=keep)
-                _, values = msg
+                _, values = self._recv(w, deadline, where, keep=keep, ref=refs[w])
                 del by_worker[w]  # answered: a retry after a timeout skips it
                 for i, value in zip(wids, values):
                     results[i] = value
         except VecEnvTimeoutError:
-            if not keep:
-                self._state = State.NEEDS_RESET
-                self._open_calls = 0
+            if keep:
+                self._state = prev  # still pending: wait again
             raise
         except BaseException as exc:
             if isinstance(exc, WorkerDiedError):
                 self._bury(int(self._env_worker[exc.env_indices[0]]))
-            self._state = State.NEEDS_RESET
-            self._open_calls = 0  # abandoned: the next call resyncs the pipes
             raise
-        self._open_calls = max(0, self._open_calls - 1)
-        self._dirty = self._open_calls > 0
+        self._state = prev
         errors = {i: v for i, (kind, v) in results.items() if kind != "ok"}
         if errors:
             raise self._worker_error(errors[min(errors)])

@@ -1,0 +1,142 @@
+"""vecenv.bench (python -m vecenv.bench / vecenv-bench): measures a user's env
+with each vecenv layout and gymnasium's vector envs, and concludes.
+
+No timing assertions: rates only have to exist and be positive, and the
+conclusion has to name what the figures say.
+"""
+
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from vecenv import bench
+
+QUICK = ("--seconds", "0.1", "--warmup", "0.05")
+
+
+def _cli(*args, cwd, timeout=150):
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "vecenv.bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.timeout(160)
+def test_cli_measures_every_layout_and_peer_and_recommends(tmp_path):
+    out = tmp_path / "noop.json"
+    r = _cli("vecenv/Noop-v0", "--num-envs", "4", *QUICK, "--json", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(out.read_text())
+    layouts = bench.layout_candidates(4, report["usable_cores"])
+    names = [x["name"] for x in report["results"]]
+    assert names == ["vecenv"] * len(layouts) + ["gym_sync", "gym_async"]
+    assert [x["options"].get("num_workers") for x in report["results"][: len(layouts)]] == layouts
+    for x in report["results"]:
+        assert x["error"] is None and x["env_steps_per_s"] > 0, x
+    # A progress line per contender, as it finishes, then the conclusion.
+    progress = [ln for ln in r.stdout.splitlines() if ln.startswith("[")]
+    assert len(progress) == len(names)
+    assert progress[-1].startswith(f"[{len(names)}/{len(names)}] gymnasium AsyncVectorEnv")
+    tail = r.stdout.split("On this machine", 1)[1]
+    assert "fastest: " in tail and "vecenv: use num_workers=" in tail
+    assert "vecenv.make('vecenv/Noop-v0', 4, num_workers=" in tail
+    assert "gymnasium SyncVectorEnv (in-process) is" in tail
+    assert report["recommendation"][0].startswith("fastest: ")
+
+
+@pytest.mark.timeout(160)
+def test_cli_takes_a_factory_in_a_file(tmp_path):
+    (tmp_path / "my_env.py").write_text(
+        textwrap.dedent(
+            """
+            import gymnasium as gym
+
+            def make_env(length=5):
+                return gym.wrappers.TimeLimit(gym.make("CartPole-v1"), length)
+            """
+        )
+    )
+    r = _cli(
+        "my_env.py:make_env",
+        "--num-envs",
+        "2",
+        "--contenders",
+        "vecenv,gym_sync",
+        "--env-kwargs",
+        '{"length": 7}',
+        *QUICK,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "failed" not in r.stdout
+    assert "vecenv.ShmemVecEnv([functools.partial(make_env, length=7)] * 2, num_workers=" in (
+        r.stdout
+    )
+
+
+@pytest.mark.timeout(60)
+def test_cli_names_an_env_it_cannot_make(tmp_path):
+    r = _cli("CartPoel-v1", cwd=tmp_path, timeout=50)
+    assert r.returncode == 2
+    assert "cannot make 'CartPoel-v1'" in r.stderr and "NameNotFound" in r.stderr
+
+
+def test_layout_candidates():
+    assert bench.layout_candidates(16, 2) == [1, 2]
+    assert bench.layout_candidates(16, 16) == [1, 2, 4, 8, 15, 16]
+    assert bench.layout_candidates(3, 16) == [1, 2]
+    assert bench.layout_candidates(1, 1) == [1]
+    with pytest.raises(ValueError, match="num_envs"):
+        bench.layout_candidates(0, 2)
+
+
+def _results(vec, sync, gasync=10.0):
+    return [
+        bench.Result(
+            "vecenv",
+            "vecenv num_workers=1 (4 envs each)",
+            {"num_workers": 1, "envs_per_worker": 4},
+            vec[0],
+        ),
+        bench.Result(
+            "vecenv",
+            "vecenv num_workers=2 (2 envs each)",
+            {"num_workers": 2, "envs_per_worker": 2},
+            vec[1],
+        ),
+        bench.Result("gym_sync", "gymnasium SyncVectorEnv (in-process)", {}, sync),
+        bench.Result("gym_async", "gymnasium AsyncVectorEnv", {}, gasync),
+    ]
+
+
+def test_recommend_names_the_layout_and_when_in_process_is_as_fast():
+    lines = bench.recommend(_results((100.0, 200.0), 50.0), lambda w: f"make(num_workers={w})")
+    assert lines[0] == "fastest: vecenv num_workers=2 (2 envs each), 200 env-steps/s"
+    assert "use num_workers=2 (2 envs per worker)" in lines[1] and "20.0x" in lines[1]
+    assert lines[2] == "  make(num_workers=2)"
+    assert "is slower here (0.25x" in lines[3]
+    lines = bench.recommend(_results((100.0, 90.0), 97.0))
+    assert lines[0].startswith("fastest: vecenv num_workers=1")
+    assert any(
+        "as fast or faster here (0.97x vecenv's best): worker processes gain" in ln for ln in lines
+    )
+    lines = bench.recommend(_results((100.0, 90.0), 300.0))
+    assert lines[0].startswith("fastest: gymnasium SyncVectorEnv")
+    assert any("(3.00x vecenv's best): this env steps too cheaply" in ln for ln in lines)
+    failed = [bench.Result("vecenv", "x", {"num_workers": 1}, None, error="boom")]
+    assert bench.recommend(failed) == ["nothing could be measured: see the errors above"]
+
+
+def test_console_script_is_installed():
+    script = pathlib.Path(sys.executable).parent / "vecenv-bench"
+    if not script.exists():
+        pytest.skip(f"no {script}: vecenv not installed by pip into this interpreter's prefix")
+    r = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "ENV" in r.stdout

@@ -1,0 +1,395 @@
+"""Workers that behave like the user's own process, and errors that blame the
+right env (issue 14): the parent's environment under every start method,
+distinct and reproducible global random streams, a clear start-up timeout
+when a forked worker inherits a held lock, and the env a crash or a stall
+happened in when several envs share a worker.
+
+Every test has a timeout and the autouse ``no_leaks`` fixture (conftest) checks
+that no child process and no /dev/shm entry is left behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import pathlib
+import random
+import sys
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+
+import vecenv
+from vecenv import shmem_vec_env
+
+pytestmark = pytest.mark.timeout(120)
+
+METHODS = pytest.mark.parametrize("context", ["fork", "forkserver", "spawn"])
+ZEROS = np.zeros(4, np.int64)
+
+
+class ProbeEnv(gym.Env):
+    """Observation Box(3,) float64: draws of the global ``np.random``,
+    ``random`` and (when imported) ``torch`` generators, taken at each reset
+    and step. Env ``target`` injects ``fault`` ("exit", "segv", "hang") at
+    its step ``at`` (0: in reset), in ``where`` ("step", "autoreset",
+    "render", "method", "factory"). With ``marker`` (a file path) the fault
+    fires once: the first env to fire creates the file.
+    """
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, env_id=0, fault=None, target=0, at=2, where="step", marker=None):
+        self.env_id = env_id
+        self.fault = fault if env_id == target else None
+        self.at = at
+        self.where = where
+        self.marker = marker
+        self.render_mode = "rgb_array"
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float64)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+        self._ended = False
+        if where == "factory":
+            self._fire()
+
+    def _fire(self):
+        if self.fault is None:
+            return
+        if self.marker is not None:
+            if os.path.exists(self.marker):
+                return
+            pathlib.Path(self.marker).touch()
+        if self.fault == "exit":
+            os._exit(3)
+        if self.fault == "segv":
+            os.kill(os.getpid(), 11)
+        if self.fault == "hang":
+            time.sleep(1000)
+
+    def _draws(self):
+        torch = sys.modules.get("torch")
+        t = float(torch.rand(1)[0]) if torch is not None else 0.0
+        return np.array([np.random.random(), random.random(), t])  # noqa: NPY002
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        if self.where == "step" and self.at == 0:
+            self._fire()
+        if self.where == "autoreset" and self._ended:  # the reset after an episode
+            self._fire()
+        return self._draws(), {}
+
+    def step(self, action):
+        self.t += 1
+        if self.where == "step" and self.t == self.at:
+            self._fire()
+        self._ended = self.where == "autoreset" and self.t == self.at
+        return self._draws(), 0.0, self._ended, False, {}
+
+    def render(self):
+        if self.where == "render":
+            self._fire()
+        return np.zeros((2, 2, 3), np.uint8)
+
+    def foo(self):
+        if self.where == "method":
+            self._fire()
+        return self.env_id
+
+    def environ(self, key):
+        return os.environ.get(key)
+
+    def cwd(self):
+        return os.getcwd()
+
+    def sys_path(self):
+        return list(sys.path)
+
+    def pid(self):
+        return os.getpid()
+
+
+def _kill_and_wait(pid):
+    """SIGKILL a worker and wait until it is a zombie (left for its parent to reap)."""
+    os.kill(pid, 9)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"worker {pid} did not die")
+
+
+def make(context="fork", num_envs=4, envs_per_worker=2, **env_kwargs):
+    vec_kwargs = {
+        k: env_kwargs.pop(k)
+        for k in list(env_kwargs)
+        if k in ("timeout", "start_timeout", "on_worker_death", "autoreset_mode")
+    }
+    fns = [functools.partial(ProbeEnv, i, **env_kwargs) for i in range(num_envs)]
+    return vecenv.ShmemVecEnv(fns, envs_per_worker=envs_per_worker, context=context, **vec_kwargs)
+
+
+# ------------------------------------------------ what a worker inherits
+
+
+@METHODS
+def test_workers_see_the_environment_as_of_construction_and_restart(context, monkeypatch, tmp_path):
+    # Have the forkserver (if that is the method) running before the change,
+    # so a worker forked from it would carry the server's old environment.
+    with make(context, num_envs=1, envs_per_worker=1):
+        pass
+    monkeypatch.setenv("VECENV_TEST_LATE", f"set just before construction ({context})")
+    monkeypatch.delenv("VECENV_TEST_GONE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path / "late-path"))
+    with make(context) as venv:
+        venv.reset()
+        assert (
+            venv.env_method("environ", "VECENV_TEST_LATE")
+            == [f"set just before construction ({context})"] * 4
+        )
+        assert venv.env_method("cwd") == [str(tmp_path)] * 4
+        assert all(p[0] == str(tmp_path / "late-path") for p in venv.env_method("sys_path"))
+        # A restarted worker sees the environment as of its restart.
+        monkeypatch.setenv("VECENV_TEST_LATE", "changed before the restart")
+        pid = venv.env_method("pid", indices=[2])[0]
+        _kill_and_wait(pid)
+        with pytest.raises(vecenv.WorkerDiedError):
+            venv.step(ZEROS)
+        venv.reset()
+        got = venv.env_method("environ", "VECENV_TEST_LATE")
+        assert got[2:] == ["changed before the restart"] * 2
+        assert got[:2] == [f"set just before construction ({context})"] * 2
+
+
+# ------------------------------------------------ global random streams
+
+
+@METHODS
+def test_global_random_streams_differ_per_worker_and_repeat_when_seeded(context):
+    with make(context) as venv:
+        obs = venv.reset()
+        for col in (0, 1):  # np.random, random: 4 envs on 2 workers, all distinct
+            assert len(set(obs[:, col].tolist())) == 4, obs
+        unseeded = venv.step(ZEROS)[0]
+        runs = []
+        for _ in range(2):
+            venv.seed(7)
+            first = venv.reset()
+            runs.append((first, venv.step(ZEROS)[0]))
+        assert np.array_equal(runs[0][0], runs[1][0]) and np.array_equal(runs[0][1], runs[1][1])
+        assert len(set(runs[0][0][:, 0].tolist())) == 4
+        assert not np.array_equal(runs[0][1], unseeded)
+    # Another vec env with the same seed draws the same numbers again.
+    with make(context) as venv:
+        venv.seed(7)
+        assert np.array_equal(venv.reset(), runs[0][0])
+        venv.seed(8)
+        assert not np.array_equal(venv.reset(), runs[0][0])
+
+
+@pytest.mark.timeout(180)
+def test_torch_is_reseeded_in_forked_workers():
+    torch = pytest.importorskip("torch")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)  # every forked worker starts from this state
+        with make("fork") as venv:
+            obs = venv.reset()
+            assert len(set(obs[:, 2].tolist())) == 4, obs
+            venv.seed(3)
+            a = venv.reset()
+            venv.seed(3)
+            assert np.array_equal(a, venv.reset())
+
+
+# ------------------------------------------------ start-up timeout
+
+
+def _factory_behind_a_lock(i):
+    # A lock an import or a library keeps at module level: present (and held
+    # by a thread of the parent) in forked workers, absent in fresh ones.
+    lock = getattr(threading, "_vecenv_test_lock", None)
+    if lock is not None:
+        with lock:
+            pass
+    return ProbeEnv(i)
+
+
+@METHODS
+@pytest.mark.timeout(60)
+def test_a_lock_held_by_a_parent_thread_at_fork_gives_a_clear_start_error(
+    context, monkeypatch, caplog
+):
+    lock = threading.Lock()
+    monkeypatch.setattr(threading, "_vecenv_test_lock", lock, raising=False)
+    monkeypatch.setattr(shmem_vec_env, "_START_REPORT_S", 0.5)
+    release = threading.Event()
+
+    def hold():
+        with lock:
+            release.wait(30)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    fns = [functools.partial(_factory_behind_a_lock, i) for i in range(6)]
+    me = psutil.Process()
+    before = {p.pid for p in me.children()}
+    try:
+        caplog.set_level(logging.WARNING, logger="vecenv")
+        t0 = time.monotonic()
+        if context != "fork":  # fresh processes: no inherited lock, no hang
+            with vecenv.ShmemVecEnv(fns, num_workers=3, context=context, start_timeout=30) as v:
+                assert v.env_method("foo") == list(range(6))
+            return
+        with pytest.raises(vecenv.VecEnvTimeoutError) as info:
+            vecenv.ShmemVecEnv(fns, num_workers=3, context=context, start_timeout=2.0)
+        elapsed = time.monotonic() - t0
+    finally:
+        release.set()
+        holder.join(5)
+    err = str(info.value)
+    # All three workers waited at once, not one after another.
+    assert elapsed < 2.0 + 4.0, elapsed
+    assert "3 of 3 workers did not start within start_timeout=2.0 s" in err
+    for w, lo in enumerate((0, 2, 4)):
+        assert f"worker {w} (envs [{lo}, {lo + 1}]) is inside the factory of env {lo}" in err
+    assert "'fork'" in err and "context='spawn'" in err and "context='forkserver'" in err
+    assert "lock" in err and "thread" in err
+    assert info.value.env_indices == tuple(range(6)) and info.value.env_index == 0
+    assert isinstance(info.value, TimeoutError)
+    # Progress was logged while they did not start.
+    assert any("0 of 3 workers ready" in r.getMessage() for r in caplog.records)
+    # Every worker is gone (no_leaks also checks after the test).
+    assert {p.pid for p in me.children()} - before == set()
+
+
+def test_default_start_timeout_is_a_minute():
+    import inspect
+
+    sig = inspect.signature(vecenv.ShmemVecEnv)
+    assert sig.parameters["start_timeout"].default == 60.0
+
+
+# ------------------------------------------------ the env that crashed
+
+
+@pytest.mark.parametrize(
+    "fault, where, at, phrase, context",
+    [
+        ("exit", "step", 3, "inside env 2's step()", "fork"),
+        ("exit", "step", 3, "inside env 2's step()", "spawn"),
+        ("segv", "step", 2, "inside env 2's step()", "fork"),
+        ("exit", "step", 0, "inside env 2's reset()", "fork"),
+        ("exit", "autoreset", 2, "inside env 2's reset() (an automatic reset", "fork"),
+    ],
+)
+def test_the_env_that_killed_its_worker_is_named(fault, where, at, phrase, context, tmp_path):
+    # A death in reset() is restarted once by that reset: fire every time, so
+    # the restarted worker dies as well and the reset raises.
+    marker = None if at == 0 else str(tmp_path / "m")
+    with make(
+        context, envs_per_worker=4, fault=fault, target=2, at=at, where=where, marker=marker
+    ) as venv:
+        with pytest.raises(vecenv.WorkerDiedError) as info:
+            venv.reset()
+            for _ in range(4):
+                venv.step(ZEROS)
+        err = info.value
+        assert err.env_index == 2, str(err)
+        assert err.env_indices == (0, 1, 2, 3)
+        assert phrase in str(err) and "envs [0, 1, 2, 3]" in str(err)
+        assert "all 4 envs of the worker are lost" in str(err)
+        if marker is not None:  # the next reset starts a clean worker
+            venv.reset()
+            venv.step(ZEROS)
+
+
+@pytest.mark.parametrize("where", ["method", "render"])
+def test_the_env_that_died_in_a_call_is_named(where, tmp_path):
+    with make(envs_per_worker=4, fault="exit", target=3, where=where) as venv:
+        venv.reset()
+        with pytest.raises(vecenv.WorkerDiedError) as info:
+            if where == "method":
+                venv.env_method("foo")
+            else:
+                venv.get_images()
+        err = str(info.value)
+        assert info.value.env_index == 3 and info.value.env_indices == (0, 1, 2, 3)
+        if where == "method":
+            assert "env_method('foo')" in err and "inside env 3's env_method" in err
+        else:
+            assert "inside env 3's render()" in err
+
+
+def test_a_worker_killed_between_env_calls_blames_no_env():
+    with make(envs_per_worker=4) as venv:
+        venv.reset()
+        pid = venv.env_method("pid", indices=[0])[0]
+        _kill_and_wait(pid)
+        with pytest.raises(vecenv.WorkerDiedError) as info:
+            venv.step(ZEROS)
+        assert info.value.env_index is None and info.value.env_indices == (0, 1, 2, 3)
+        assert "inside env" not in str(info.value)
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_the_factory_that_killed_its_worker_is_named(context):
+    fns = [functools.partial(ProbeEnv, i, "exit", 2, 0, "factory") for i in range(4)]
+    with pytest.raises(vecenv.WorkerDiedError) as info:
+        vecenv.ShmemVecEnv(fns, envs_per_worker=4, context=context)
+    err = info.value
+    assert err.env_index == 2 and err.env_indices == (0, 1, 2, 3)
+    assert "inside the factory of env 2" in str(err) and "exited with code 3" in str(err)
+
+
+def test_the_factory_that_kills_a_restarted_worker_is_named(tmp_path):
+    marker = tmp_path / "m"
+    # Env 1 exits in its step 2; once the marker exists, env 2's factory exits.
+
+    def factory(i):
+        if i == 2 and marker.exists():
+            os._exit(4)
+        return ProbeEnv(i, "exit", 1, 2, "step", str(marker))
+
+    fns = [functools.partial(factory, i) for i in range(4)]
+    with vecenv.ShmemVecEnv(fns, envs_per_worker=4, context="fork") as venv:
+        venv.reset()
+        venv.step(ZEROS)
+        with pytest.raises(vecenv.WorkerDiedError) as info:
+            venv.step(ZEROS)
+        assert info.value.env_index == 1
+        with pytest.raises(vecenv.WorkerDiedError) as info:
+            venv.reset()  # the restart dies in env 2's factory
+        assert info.value.env_index == 2
+        assert "inside the factory of env 2" in str(info.value)
+        assert "inside env 1" not in str(info.value)  # nothing stale from the dead worker
+
+
+def test_the_watchdog_names_the_env_being_stepped(tmp_path):
+    with make(envs_per_worker=4, fault="hang", target=1, at=2, timeout=1.0) as venv:
+        venv.reset()
+        venv.step(ZEROS)
+        with pytest.raises(vecenv.VecEnvTimeoutError) as info:
+            venv.step(ZEROS)
+        err = info.value
+        assert err.env_index == 1 and err.env_indices == (0, 1, 2, 3)
+        assert "worker 0 was inside env 1's step()" in str(err)
+
+
+def test_a_call_timeout_names_the_env_being_called():
+    with make(envs_per_worker=4, fault="hang", target=2, where="method", timeout=1.0) as venv:
+        venv.reset()
+        with pytest.raises(vecenv.VecEnvTimeoutError) as info:
+            venv.env_method("foo")
+        assert "worker 0 was inside env 2's env_method" in str(info.value)

@@ -1,0 +1,509 @@
+"""Benchmark your own env: which vecenv layout, or which peer, steps it fastest here.
+
+Runs in the parent process (the contenders start their own workers). Usage::
+
+    python -m vecenv.bench CartPole-v1 --num-envs 16
+    python -m vecenv.bench mypackage.envs:make_env --num-envs 32   # a factory
+    python -m vecenv.bench ./my_env.py:MyEnv --num-envs 8 --env-kwargs '{"level": 3}'
+    vecenv-bench ALE/Pong-v5 --num-envs 16 --json pong.json        # the console script
+
+``ENV`` is a gymnasium id (``"ALE/..."`` imports ale_py, ``"module:Id"``
+imports the module that registers ``Id``), or ``module:factory`` /
+``path/to/file.py:factory`` naming a callable that returns one env (a
+``gymnasium.Env`` class works). Each contender is measured in turn, briefly
+(``--seconds`` each after ``--warmup``, about a second with its start-up):
+:class:`~vecenv.ShmemVecEnv` with each worker layout (``num_workers`` from 1
+to the usable cores, the envs spread evenly: ``envs_per_worker`` =
+``ceil(num_envs / num_workers)``), gymnasium's in-process ``SyncVectorEnv``
+and its ``AsyncVectorEnv`` (one process per env). It prints a line per
+contender, then the recommendation for this machine.
+
+The functions :func:`compare`, :func:`layout_candidates` and
+:func:`recommend` are the same measurement for use from Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import importlib
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["Result", "compare", "layout_candidates", "main", "recommend"]
+
+ACTION_POOL = 64  # pre-sampled action batches, used in turn
+GYM_SYNC, GYM_ASYNC = "gym_sync", "gym_async"
+AS_FAST = 0.95  # "as fast": within 5% (single short measurements are noisy)
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
+def layout_candidates(num_envs: int, cores: int) -> List[int]:
+    """Worker counts worth measuring for ``num_envs`` envs on ``cores`` cores.
+
+    Powers of two from 1, one fewer than the cores and one per core, none above
+    ``num_envs``: fewer workers cost fewer wake-ups, more use more cores.
+
+    Returns
+    -------
+    list of int
+        Sorted, distinct, each in ``[1, num_envs]``.
+    """
+    if num_envs < 1 or cores < 1:
+        raise ValueError(f"num_envs and cores must be >= 1, got {num_envs} and {cores}")
+    cands = {1, max(1, cores - 1), cores}
+    w = 2
+    while w < cores:
+        cands.add(w)
+        w *= 2
+    return sorted(c for c in cands if c <= num_envs)
+
+
+# ---------------------------------------------------------------- the env
+class EnvFactory:
+    """A picklable factory for ``ENV`` as the command line names it.
+
+    Parameters
+    ----------
+    env : str
+        A gymnasium id, ``"module:Id"``, ``"module:factory"`` or
+        ``"path/to/file.py:factory"``.
+    kwargs : dict
+        Keyword arguments for ``gymnasium.make`` or the factory.
+    """
+
+    def __init__(self, env: str, kwargs: Optional[Dict[str, Any]] = None):
+        self.env = env
+        self.kwargs = dict(kwargs or {})
+        self._factory: Optional[Callable[..., Any]] = None
+        self._gym_id = env
+        module_name, sep, attr = env.rpartition(":")
+        if sep and module_name:
+            module = _import(module_name)
+            target = getattr(module, attr, None)
+            if callable(target):
+                self._factory = target  # pickled by reference, or by value for a file
+            else:
+                self._gym_id = attr  # "module:Id": the module registered Id
+
+    def __call__(self):
+        if self._factory is not None:
+            return self._factory(**self.kwargs)
+        import gymnasium
+
+        env_id = self._gym_id
+        if env_id.startswith("ALE/"):
+            ale_py = importlib.import_module("ale_py")
+            ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner per env
+            gymnasium.register_envs(ale_py)
+        elif env_id.startswith("vecenv/"):
+            importlib.import_module("vecenv.envs")
+        return gymnasium.make(env_id, **self.kwargs)
+
+    def code(self, num_envs: int, num_workers: int) -> str:
+        """The line of Python that builds this layout."""
+        kw = "".join(f", {k}={v!r}" for k, v in self.kwargs.items())
+        if self._factory is None:
+            return f"vecenv.make({self.env!r}, {num_envs}{kw}, num_workers={num_workers})"
+        name = getattr(self._factory, "__name__", "make_env")
+        fn = f"functools.partial({name}{kw})" if kw else name
+        return f"vecenv.ShmemVecEnv([{fn}] * {num_envs}, num_workers={num_workers})"
+
+    def __repr__(self) -> str:
+        return f"EnvFactory({self.env!r}, {self.kwargs!r})"
+
+
+def _import(name: str):
+    """Import a module by name, or a ``.py`` file by path (its code then travels
+    to the workers by value)."""
+    if name.endswith(".py") or os.sep in name:
+        path = os.path.abspath(name)
+        if not os.path.isfile(path):
+            raise ValueError(f"ENV names the file {name!r}, which does not exist")
+        mod_name = "_vecenv_bench_" + os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        spec.loader.exec_module(module)
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(module)
+        return module
+    return importlib.import_module(name)
+
+
+# ---------------------------------------------------------------- measuring
+@dataclasses.dataclass
+class Result:
+    """One contender's measurement.
+
+    Attributes
+    ----------
+    name : str
+        ``"vecenv"``, ``"gym_sync"`` or ``"gym_async"``.
+    label : str
+        What it is, for people (``"vecenv num_workers=2 (8 envs each)"``).
+    options : dict
+        Its constructor's options (``num_workers``, ``envs_per_worker``).
+    env_steps_per_s : float or None
+        Env-steps per second (num_envs per batch step); None if it failed.
+    seconds : float
+        Wall time it took, start-up and close included.
+    error : str or None
+        Why it failed (``"TypeName: message"``), or None.
+    """
+
+    name: str
+    label: str
+    options: Dict[str, Any]
+    env_steps_per_s: Optional[float] = None
+    seconds: float = 0.0
+    error: Optional[str] = None
+
+
+def _sample_actions(space, num_envs: int, seed: int) -> List[np.ndarray]:
+    space.seed(seed)
+    flat = [space.sample() for _ in range(ACTION_POOL * num_envs)]
+    arr = np.asarray(flat).reshape(ACTION_POOL, num_envs, *space.shape)
+    return list(arr)
+
+
+def _timed_steps(step: Callable[[Any], Any], actions, seconds: float, warmup: float) -> float:
+    """Env-steps/s of ``step(actions[i])`` over ``seconds`` after ``warmup`` seconds."""
+    n = len(actions[0])
+    perf = time.perf_counter
+    end = perf() + warmup
+    i = 0
+    while True:
+        step(actions[i % ACTION_POOL])
+        i += 1
+        if perf() >= end and i >= 3:
+            break
+    calls = 0
+    t0 = perf()
+    end = t0 + seconds
+    while True:
+        step(actions[calls % ACTION_POOL])
+        calls += 1
+        t = perf()
+        if t >= end:
+            break
+    return calls * n / (t - t0)
+
+
+def _contenders(num_envs: int, cores: int, which: Sequence[str]):
+    """(name, label, options) in measuring order."""
+    out = []
+    if "vecenv" in which:
+        for w in layout_candidates(num_envs, cores):
+            per = math.ceil(num_envs / w)
+            label = f"vecenv num_workers={w} ({per} env{'s' if per > 1 else ''} each)"
+            out.append(("vecenv", label, {"num_workers": w, "envs_per_worker": per}))
+    if GYM_SYNC in which:
+        out.append((GYM_SYNC, "gymnasium SyncVectorEnv (in-process)", {}))
+    if GYM_ASYNC in which:
+        out.append((GYM_ASYNC, "gymnasium AsyncVectorEnv (one process per env)", {}))
+    return out
+
+
+def _measure_one(name, options, env_fn, num_envs, actions, seconds, warmup, seed) -> float:
+    if name == "vecenv":
+        from vecenv.shmem_vec_env import ShmemVecEnv
+
+        with ShmemVecEnv([env_fn] * num_envs, **options) as venv:
+            venv.seed(seed)
+            venv.reset()
+            return _timed_steps(venv.step, actions, seconds, warmup)
+    from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
+
+    cls = SyncVectorEnv if name == GYM_SYNC else AsyncVectorEnv
+    venv = cls([env_fn] * num_envs)
+    try:
+        venv.reset(seed=seed)
+        return _timed_steps(venv.step, actions, seconds, warmup)
+    finally:
+        venv.close()
+
+
+def compare(
+    env_fn: Callable[[], Any],
+    num_envs: int,
+    *,
+    seconds: float = 0.5,
+    warmup: float = 0.2,
+    contenders: Sequence[str] = ("vecenv", GYM_SYNC, GYM_ASYNC),
+    cores: Optional[int] = None,
+    seed: int = 0,
+    progress: Optional[Callable[[int, int, Result], None]] = None,
+) -> List[Result]:
+    """Measure ``num_envs`` copies of ``env_fn`` with each contender in turn.
+
+    Parameters
+    ----------
+    env_fn : callable
+        Returns one env (picklable with cloudpickle: the workers build their own).
+    num_envs : int
+        Envs per vectorized env (>= 1).
+    seconds : float
+        Timed seconds per contender (> 0), after ``warmup`` untimed seconds (>= 0).
+    contenders : sequence of str
+        Any of ``"vecenv"`` (each layout of :func:`layout_candidates`),
+        ``"gym_sync"``, ``"gym_async"``.
+    cores : int, optional
+        Usable cores to plan layouts for (default: this process's affinity).
+    seed : int
+        Seeds the envs (env ``i`` gets ``seed + i``) and the sampled actions.
+    progress : callable, optional
+        Called as ``progress(done, total, result)`` after each contender.
+
+    Returns
+    -------
+    list of Result
+        In measuring order; a contender that failed has ``error`` set.
+
+    Raises
+    ------
+    ValueError
+        Bad ``num_envs``, ``seconds``, ``warmup`` or an unknown contender.
+    """
+    if not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+    if seconds <= 0 or warmup < 0:
+        raise ValueError(f"seconds must be > 0 and warmup >= 0, got {seconds} and {warmup}")
+    unknown = sorted(set(contenders) - {"vecenv", GYM_SYNC, GYM_ASYNC})
+    if unknown:
+        raise ValueError(f"contenders {unknown} unknown; choose from vecenv, gym_sync, gym_async")
+    probe = env_fn()
+    try:
+        actions = _sample_actions(probe.action_space, num_envs, seed)
+    finally:
+        probe.close()
+    plan = _contenders(num_envs, cores or usable_cores(), contenders)
+    results = []
+    for k, (name, label, options) in enumerate(plan):
+        t0 = time.perf_counter()
+        res = Result(name, label, options)
+        try:
+            res.env_steps_per_s = _measure_one(
+                name, options, env_fn, num_envs, actions, seconds, warmup, seed
+            )
+        except Exception as exc:
+            res.error = f"{type(exc).__name__}: {exc}"
+        res.seconds = time.perf_counter() - t0
+        results.append(res)
+        if progress is not None:
+            progress(k + 1, len(plan), res)
+    return results
+
+
+def fmt_rate(x: Optional[float]) -> str:
+    """``1234567`` -> ``"1.23M"``; None -> ``"-"``."""
+    if x is None:
+        return "-"
+    if x >= 1e6:
+        return f"{x / 1e6:.2f}M"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f}k"
+    return f"{x:.0f}"
+
+
+def recommend(results: Sequence[Result], code: Optional[Callable[[int], str]] = None) -> List[str]:
+    """The conclusion for this machine, as lines of text.
+
+    Names the fastest contender, the vecenv layout to use (with
+    ``code(num_workers)``, the line that builds it, when given), and whether
+    gymnasium's in-process SyncVectorEnv is as fast or faster (within 5%), in
+    which case the env is too cheap for worker processes to pay off here.
+    """
+    ok = [r for r in results if r.env_steps_per_s]
+    if not ok:
+        return ["nothing could be measured: see the errors above"]
+    best = max(ok, key=lambda r: r.env_steps_per_s)
+    ours = [r for r in ok if r.name == "vecenv"]
+    sync = next((r for r in ok if r.name == GYM_SYNC), None)
+    gasync = next((r for r in ok if r.name == GYM_ASYNC), None)
+    lines = [f"fastest: {best.label}, {fmt_rate(best.env_steps_per_s)} env-steps/s"]
+    if ours:
+        v = max(ours, key=lambda r: r.env_steps_per_s)
+        w = v.options["num_workers"]
+        vs = (
+            f", {v.env_steps_per_s / gasync.env_steps_per_s:.1f}x gymnasium AsyncVectorEnv"
+            if gasync
+            else ""
+        )
+        lines.append(
+            f"vecenv: use num_workers={w} ({v.options['envs_per_worker']} envs per worker): "
+            f"{fmt_rate(v.env_steps_per_s)} env-steps/s{vs}"
+        )
+        if code is not None:
+            lines.append(f"  {code(w)}")
+        if sync is not None:
+            ratio = sync.env_steps_per_s / v.env_steps_per_s
+            if ratio >= AS_FAST:
+                why = (
+                    "this env steps too cheaply for worker processes to pay off here"
+                    if ratio >= 2 - AS_FAST
+                    else "worker processes gain nothing here"
+                )
+                lines.append(
+                    f"gymnasium SyncVectorEnv (in-process) is as fast or faster here "
+                    f"({ratio:.2f}x vecenv's best): {why};"
+                )
+                lines.append(
+                    "  use it, or vecenv if the learner should compute while the envs step "
+                    "(step_async, then step_wait)"
+                )
+            else:
+                lines.append(
+                    f"gymnasium SyncVectorEnv (in-process) is slower here ({ratio:.2f}x vecenv's best)"
+                )
+    return lines
+
+
+# ---------------------------------------------------------------- command line
+def _parse(argv) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m vecenv.bench",
+        description="Measure your env with each vecenv worker layout and gymnasium's "
+        "SyncVectorEnv/AsyncVectorEnv, then print which to use on this machine.",
+    )
+    p.add_argument(
+        "env",
+        metavar="ENV",
+        help="a gymnasium id (CartPole-v1, ALE/Pong-v5, module:Id), or module:factory or "
+        "path/to/file.py:factory returning one env",
+    )
+    p.add_argument("--num-envs", type=int, default=16, help="envs per vec env (default 16)")
+    p.add_argument(
+        "--seconds", type=float, default=0.5, help="timed seconds per contender (default 0.5)"
+    )
+    p.add_argument(
+        "--warmup", type=float, default=0.2, help="untimed seconds per contender (default 0.2)"
+    )
+    p.add_argument(
+        "--contenders",
+        default="vecenv,gym_sync,gym_async",
+        help="comma-separated from vecenv, gym_sync, gym_async (default: all three)",
+    )
+    p.add_argument("--env-kwargs", default="{}", help="JSON dict for gymnasium.make or the factory")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    args = p.parse_args(argv)
+    if args.num_envs < 1:
+        p.error("--num-envs must be >= 1")
+    if args.seconds <= 0 or args.warmup < 0:
+        p.error("--seconds must be > 0 and --warmup >= 0")
+    try:
+        args.env_kwargs = json.loads(args.env_kwargs)
+    except ValueError as exc:
+        p.error(f"--env-kwargs is not JSON: {exc}")
+    if not isinstance(args.env_kwargs, dict):
+        p.error("--env-kwargs must be a JSON object")
+    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    bad = sorted(set(args.contenders) - {"vecenv", GYM_SYNC, GYM_ASYNC})
+    if bad:
+        p.error(f"unknown contenders {bad}; choose from vecenv, gym_sync, gym_async")
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m vecenv.bench`` / ``vecenv-bench``: returns the exit status."""
+    args = _parse(argv)
+    # Envs' own warnings (deprecations, casts) would bury the report; workers
+    # started with spawn/forkserver read the variable.
+    warnings.filterwarnings("ignore")
+    os.environ["PYTHONWARNINGS"] = "ignore"
+    cores = usable_cores()
+    try:
+        env_fn = EnvFactory(args.env, args.env_kwargs)
+        probe = env_fn()
+        probe.close()
+        t0 = time.perf_counter()  # once more, imports done: what building one env costs
+        probe = env_fn()
+        probe.reset(seed=args.seed)
+        probe.close()
+        make_s = time.perf_counter() - t0
+    except Exception as exc:
+        print(
+            f"vecenv.bench: cannot make {args.env!r}: {type(exc).__name__}: {exc}", file=sys.stderr
+        )
+        return 2
+    plan = _contenders(args.num_envs, cores, args.contenders)
+    per = args.seconds + args.warmup
+    # Each contender builds num_envs envs (in parallel on the cores, except
+    # SyncVectorEnv) and starts its processes (about 0.2 s).
+    build = args.num_envs * make_s
+    estimate = sum(
+        per + 0.2 + (build if name == GYM_SYNC else build / cores) for name, _, _ in plan
+    )
+    print(
+        f"vecenv.bench: {args.env} x{args.num_envs} on {cores} usable cores: {len(plan)} "
+        f"contenders, {per:g} s each plus start-up: about {estimate:.0f} s",
+        flush=True,
+    )
+    started = time.perf_counter()
+
+    def progress(done, total, res):
+        rate = (
+            f"{fmt_rate(res.env_steps_per_s)} env-steps/s"
+            if res.error is None
+            else f"failed: {res.error}"
+        )
+        print(f"[{done}/{total}] {res.label}: {rate} ({res.seconds:.1f} s)", flush=True)
+
+    results = compare(
+        env_fn,
+        args.num_envs,
+        seconds=args.seconds,
+        warmup=args.warmup,
+        contenders=args.contenders,
+        cores=cores,
+        seed=args.seed,
+        progress=progress,
+    )
+    elapsed = time.perf_counter() - started
+    print(f"\nOn this machine ({cores} usable cores), {args.env} x{args.num_envs}:")
+    code = functools.partial(env_fn.code, args.num_envs)
+    conclusion = recommend(results, code)
+    for line in conclusion:
+        print(f"  {line}")
+    print(f"(measured in {elapsed:.1f} s; one short run: rerun with --seconds 2 to confirm)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(
+                {
+                    "env": args.env,
+                    "env_kwargs": args.env_kwargs,
+                    "num_envs": args.num_envs,
+                    "usable_cores": cores,
+                    "seconds": args.seconds,
+                    "warmup": args.warmup,
+                    "elapsed_s": elapsed,
+                    "results": [dataclasses.asdict(r) for r in results],
+                    "recommendation": conclusion,
+                },
+                f,
+                indent=1,
+            )
+            f.write("\n")
+    return 0 if any(r.env_steps_per_s for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
