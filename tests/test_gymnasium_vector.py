@@ -411,18 +411,20 @@ def test_envs_with_different_spaces_raise_runtime_error():
         AsyncVectorEnv(fns, **ENGINE)
 
 
-@pytest.mark.parametrize("shared_memory", [True, False])
-def test_space_without_fixed_layout_is_a_value_and_type_error(shared_memory):
-    # gymnasium raises ValueError for custom spaces and TypeError for dynamic ones
-    with pytest.raises(ValueError, match="dynamic shape") as info:
-        AsyncVectorEnv([OddEnv] * 2, shared_memory=shared_memory, **ENGINE)
-    assert isinstance(info.value, TypeError) and isinstance(info.value, vecenv.SpaceError)
+def test_spaces_gymnasium_cannot_share_raise_its_errors_with_shared_memory():
+    # gymnasium: ValueError for custom spaces, TypeError for Graph and Sequence;
+    # with shared_memory=False they work (tests/test_dropin_gymnasium.py).
+    with pytest.raises(ValueError, match=re.escape("shared_memory=False")) as info:
+        AsyncVectorEnv([OddEnv] * 2, shared_memory=True, **ENGINE)
+    assert isinstance(info.value, vecenv.SpaceError)
+    seq = gym.spaces.Sequence(Discrete(3))
     with pytest.raises(TypeError, match="static shared memory"):
-        AsyncVectorEnv([lambda: SampleEnv(gym.spaces.Text(4))] * 2, **ENGINE)
+        AsyncVectorEnv([lambda: SampleEnv(seq)] * 2, **ENGINE)
 
 
-def test_wrong_number_of_actions():
-    envs = counters(3)
+@pytest.mark.parametrize("check_actions", [False, True])
+def test_wrong_number_of_actions(check_actions):
+    envs = counters(3, check_actions=check_actions)
     try:
         envs.reset()
         with pytest.raises(ValueError, match="expected 3"):
@@ -431,10 +433,14 @@ def test_wrong_number_of_actions():
             envs.step([0, 0, 0, 0])
         with pytest.raises(TypeError, match="one action per env"):
             envs.step(0)
-        with pytest.raises(ValueError, match="outside Discrete"):
-            envs.step([0, 0, 5])  # checked before anything is sent, unlike gymnasium
+        if check_actions:  # checked before anything is sent (opt-in)
+            with pytest.raises(ValueError, match="outside Discrete"):
+                envs.step([0, 0, 5])
         obs, *_ = envs.step([0, 0, 0])  # nothing was sent by the failed calls
         assert list(obs) == [1, 1, 1]
+        if not check_actions:  # as gymnasium: the env gets the action as it is
+            _, rewards, *_ = envs.step([0, 0, 5])
+            assert rewards.tolist() == [0.0, 0.0, 5.0]
     finally:
         envs.close()
 

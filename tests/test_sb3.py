@@ -328,7 +328,9 @@ def test_step_errors_name_the_env_and_reset_recovers():
 
 
 def test_invalid_actions_are_rejected_before_sending():
-    with SubprocVecEnv([make_step_count()] * 2, **FORK) as venv:
+    # With check_actions=True (opt-in); by default SB3's behaviour: see
+    # tests/test_dropin_sb3.py.
+    with SubprocVecEnv([make_step_count()] * 2, check_actions=True, **FORK) as venv:
         venv.reset()
         with pytest.raises(vecenv.InvalidArgumentError):
             venv.step_async(np.array([0, 3]))  # outside Discrete(3)
@@ -525,7 +527,9 @@ def test_dict_observation_is_a_dict_of_batched_arrays():
         batched = (np.array([1, 2, 3]), np.zeros((3, 2), np.float32))  # one array per leaf
         obs, *_ = venv.step(batched)
         assert obs["pos"][:, 0].tolist() == [1, 2, 3]
-        with pytest.raises(vecenv.InvalidArgumentError):
+    with SubprocVecEnv([DictObsEnv] * 3, check_actions=True, **FORK) as venv:
+        venv.reset()
+        with pytest.raises(vecenv.InvalidArgumentError):  # strict mode (opt-in)
             venv.step_async([(0, np.zeros(2, np.float32))] * 2 + [("x", None)])
 
 

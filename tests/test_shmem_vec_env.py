@@ -285,7 +285,7 @@ def test_env_method_get_attr_set_attr_seed_and_render():
 
 
 def test_step_order_and_bad_actions_are_refused():
-    with vecenv.ShmemVecEnv([NoopEnv] * 2, num_workers=1) as venv:
+    with vecenv.ShmemVecEnv([NoopEnv] * 2, num_workers=1, check_actions=True) as venv:
         with pytest.raises(vecenv.StateError, match="reset"):
             venv.step_async(np.zeros(2, np.int64))
         venv.reset()

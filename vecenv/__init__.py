@@ -16,6 +16,7 @@ except ImportError as _exc:  # pragma: no cover - only without a build
 
 from vecenv.base import VecEnv, tile_images
 from vecenv.errors import (
+    ActionTypeError,
     ClosedError,
     InvalidArgumentError,
     ObservationError,
@@ -34,6 +35,7 @@ from vecenv.shmem_vec_env import ShmemVecEnv, make
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActionTypeError",
     "AsyncVectorEnv",
     "ClosedError",
     "InvalidArgumentError",

@@ -42,6 +42,10 @@ order and answers with the same ``ref``):
   ``reset_ids`` and replies ``("attached", pid, infos)`` or ``("error", payload)``.
 * ``("reset_kwargs", {env: {"seed", "options"}})``: posted before the reset
   op that uses them; the worker keeps them for that env's next reset. No reply.
+* ``("actions", {env: action})``: posted before the step op that uses them,
+  for actions that do not fit the shared action rows (another dtype, a list,
+  spaces without a fixed layout); the worker gives each env its entry at its
+  next step instead of the shared row (a reset drops a leftover). No reply.
 * ``("call", what, name, args, kwargs, env_ids)``: the worker runs it on each
   env and replies ``("result", [(status, value), ...])``, one per env.
 * ``("sync", token)``: reply ``("synced", token)`` (a barrier; vecenv itself

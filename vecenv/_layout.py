@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium import spaces
 
 from vecenv import _core
-from vecenv.errors import InvalidArgumentError, SpaceError
+from vecenv.errors import ActionTypeError, InvalidArgumentError, SpaceError
 
 ALIGN = 64
 PAGE = 4096
@@ -36,6 +36,9 @@ class Leaf:
     shape: Tuple[int, ...]
     dtype: np.dtype
     space: spaces.Space
+    # True: no fixed layout (Text, Graph, Sequence, OneOf, custom spaces); its
+    # values travel pickled through the worker's pipe, never in shared memory.
+    pickled: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -47,13 +50,15 @@ class Leaf:
         return "".join(f"[{p!r}]" for p in self.path) or "(root)"
 
 
-def _leaf_of(space: spaces.Space, path, what: str) -> Leaf:
+def _leaf_of(space: spaces.Space, path, what: str, pickled: bool = False) -> Leaf:
     if isinstance(space, spaces.Box):
         return Leaf(path, tuple(space.shape), np.dtype(space.dtype), space)
     if isinstance(space, spaces.Discrete):
         return Leaf(path, (), np.dtype(space.dtype), space)
     if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary)):
         return Leaf(path, tuple(space.shape), np.dtype(space.dtype), space)
+    if pickled:
+        return Leaf(path, (), np.dtype(object), space, pickled=True)
     where = f"{what}{''.join(f'[{p!r}]' for p in path)}"
     raise SpaceError(
         f"{where} is {type(space).__name__}, which has no fixed size and cannot live in "
@@ -62,14 +67,19 @@ def _leaf_of(space: spaces.Space, path, what: str) -> Leaf:
     )
 
 
-def flatten_space(space: spaces.Space, what: str = "observation_space") -> List[Leaf]:
+def flatten_space(
+    space: spaces.Space, what: str = "observation_space", pickled: bool = False
+) -> List[Leaf]:
     """Leaves of ``space`` in depth-first order.
+
+    With ``pickled=True``, a space with no fixed size (Text, Graph, Sequence,
+    OneOf, a custom ``Space`` subclass) becomes one leaf with ``pickled=True``.
 
     Raises
     ------
     SpaceError
-        For spaces with no fixed size (Text, Graph, Sequence, OneOf, ...) or
-        anything that is not a gymnasium space.
+        For spaces with no fixed size (unless ``pickled``) or anything that is
+        not a gymnasium space.
     """
     if not isinstance(space, spaces.Space):
         raise SpaceError(f"{what} must be a gymnasium.spaces.Space, got {type(space).__name__}")
@@ -83,10 +93,29 @@ def flatten_space(space: spaces.Space, what: str = "observation_space") -> List[
             for k, sub in s.spaces.items():
                 walk(sub, (*path, k))
         else:
-            leaves.append(_leaf_of(s, path, what))
+            leaves.append(_leaf_of(s, path, what, pickled))
 
     walk(space, ())
     return leaves
+
+
+def split_leaves(values: Sequence[Any], pickled: Sequence[int]):
+    """``values`` (all leaves, flatten order) as (fixed leaves, pickled leaves);
+    ``pickled`` are the positions of the pickled ones."""
+    if not pickled:
+        return values, ()
+    skip = set(pickled)
+    return [v for j, v in enumerate(values) if j not in skip], [values[j] for j in pickled]
+
+
+def merge_leaves(fixed: Sequence[Any], pickled_values: Sequence[Any], pickled: Sequence[int]):
+    """Inverse of :func:`split_leaves`."""
+    if not pickled:
+        return fixed
+    out = list(fixed)
+    for j, v in zip(pickled, pickled_values):
+        out.insert(j, v)
+    return out
 
 
 def make_flattener(space: spaces.Space) -> Callable[[Any], Sequence[Any]]:
@@ -175,6 +204,12 @@ class BlockLayout:
     # Rows for the last observation of an episode ("sb3" autoreset), one per
     # obs leaf, so terminal observations travel without pickling; () if unused.
     final_offsets: Tuple[int, ...] = ()
+    # Positions (in flatten_space order) of observation leaves without a fixed
+    # layout: not in obs_leaves, their values travel pickled in the worker's
+    # round message. actions_pickled: the action space has such a leaf, so
+    # every action travels pickled (action_leaves is then empty).
+    obs_pickled: Tuple[int, ...] = ()
+    actions_pickled: bool = False
 
     @classmethod
     def build(
@@ -184,9 +219,15 @@ class BlockLayout:
         num_envs: int,
         num_workers: int,
         final_obs: bool = False,
+        pickled: bool = False,
     ):
-        obs_leaves = tuple(flatten_space(observation_space, "observation_space"))
-        act_leaves = tuple(flatten_space(action_space, "action_space"))
+        all_obs = flatten_space(observation_space, "observation_space", pickled)
+        obs_pickled = tuple(j for j, leaf in enumerate(all_obs) if leaf.pickled)
+        obs_leaves = tuple(leaf for leaf in all_obs if not leaf.pickled)
+        act_leaves = tuple(flatten_space(action_space, "action_space", pickled))
+        actions_pickled = any(leaf.pickled for leaf in act_leaves)
+        if actions_pickled:
+            act_leaves = ()
         off = _core.control_nbytes(num_envs, num_workers)
 
         def place(nbytes):
@@ -216,6 +257,8 @@ class BlockLayout:
             trunc,
             _align(off, PAGE),
             final_off,
+            obs_pickled,
+            actions_pickled,
         )
 
     def final_views(self, block):
@@ -354,6 +397,138 @@ def make_action_writer(leaves: Sequence[Leaf], space: spaces.Space, argname: str
                 _core.scatter_rows(_bytes2d(dst), rows, _bytes2d(buf))
 
     return write
+
+
+def make_exact_writer(leaves: Sequence[Leaf], space: spaces.Space):
+    """A function ``write(actions, bufs, rows=None) -> bool`` that copies a
+    batch of actions into the leaf buffers only if every leaf value is already
+    an ndarray of the leaf's dtype and shape ``(n, *shape)`` (n: num_envs, or
+    ``len(rows)``), so each env reads back exactly the element the caller
+    gave (the type gymnasium's ``iterate`` hands out). Returns False, having
+    written nothing, for anything else (lists, other dtypes, wrong shapes):
+    the caller then sends the actions another way or validates them."""
+    if not leaves:
+        return lambda actions, bufs, rows=None: False
+    flatten = make_flattener(space)
+    expected = [(leaf.dtype, leaf.shape) for leaf in leaves]
+    single = len(leaves) == 1 and not isinstance(space, (spaces.Tuple, spaces.Dict))
+
+    def write(actions, bufs, rows=None):
+        n = bufs[0].shape[0] if rows is None else len(rows)
+        if single:
+            if type(actions) is not np.ndarray:
+                return False
+            values = (actions,)
+        else:
+            try:
+                values = flatten(actions)
+            except (ValueError, TypeError, KeyError, IndexError):
+                return False
+        for v, (dtype, shape) in zip(values, expected):
+            if type(v) is not np.ndarray or v.dtype != dtype or v.shape != (n, *shape):
+                return False
+        for v, buf in zip(values, bufs):
+            if rows is None:
+                np.copyto(buf, v, casting="no")
+            else:
+                _core.scatter_rows(_bytes2d(np.ascontiguousarray(v)), rows, _bytes2d(buf))
+        return True
+
+    return write
+
+
+def per_env_form(space: spaces.Space, actions, n: int) -> bool:
+    """Whether ``actions`` for a Tuple/Dict ``space`` is a sequence of ``n``
+    per-env actions (the seed's and SB3's form) rather than the batched form
+    (a tuple, or dict, of arrays with ``n`` rows: gymnasium's form).
+
+    Dict: a non-mapping sequence of n mappings. Tuple: a list of n tuples of
+    ``len(space)`` items, or a tuple of them when n != len(space) (a tuple of
+    ``len(space)`` items is the batched form)."""
+    if isinstance(space, spaces.Dict):
+        return (
+            isinstance(actions, (list, tuple))
+            and len(actions) == n
+            and all(isinstance(a, dict) for a in actions)
+        )
+    if isinstance(space, spaces.Tuple):
+        k = len(space.spaces)
+        if not isinstance(actions, (list, tuple)) or len(actions) != n:
+            return False
+        if isinstance(actions, tuple) and n == k:
+            return False
+        return all(isinstance(a, tuple) and len(a) == k for a in actions)
+    return False
+
+
+def make_action_splitter(space: spaces.Space):
+    """A function ``split(actions, n)`` returning the list of the ``n``
+    per-env actions in ``actions``, each the very element gymnasium's
+    ``iterate(batch_space(space, n), actions)`` hands out (a row of an array,
+    an item of a list), or for Tuple/Dict spaces the items of a sequence of
+    per-env actions (:func:`per_env_form`). Nothing is cast or range-checked.
+
+    Raises
+    ------
+    ActionTypeError
+        ``actions`` cannot be iterated (a scalar where a batch is needed).
+    InvalidArgumentError
+        Not ``n`` actions, or a Tuple/Dict batch that does not fit the space.
+    """
+    from gymnasium.vector.utils import batch_space, iterate
+
+    batched: dict = {}
+    structured = isinstance(space, (spaces.Tuple, spaces.Dict))
+
+    def split(actions, n: int) -> list:
+        if structured and per_env_form(space, actions, n):
+            per_env = list(actions)
+        else:
+            bs = batched.get(n)
+            if bs is None:
+                bs = batched[n] = batch_space(space, n)
+            try:
+                per_env = list(iterate(bs, actions))
+            except TypeError as exc:
+                raise ActionTypeError(
+                    f"actions={actions!r}: expected one action per env (num_envs={n}), an "
+                    f"element of {bs} or a sequence of {n} actions of {space} ({exc})"
+                ) from None
+            except (ValueError, KeyError, IndexError, AttributeError) as exc:
+                raise InvalidArgumentError(
+                    f"actions do not match {bs}: {type(exc).__name__}: {exc}"
+                ) from None
+            except Exception as exc:  # gymnasium's CustomSpaceError and friends
+                raise ActionTypeError(
+                    f"actions cannot be split into per-env actions of {space}: {exc}"
+                ) from None
+        if len(per_env) != n:
+            raise InvalidArgumentError(
+                f"actions: got {len(per_env)} actions, expected {n} (one per env)"
+            )
+        return per_env
+
+    return split
+
+
+def stack_actions(space: spaces.Space, per_env: Sequence[Any]):
+    """The batched form (one array per leaf) of a sequence of per-env actions
+    of a fixed-layout ``space``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An action that does not fit ``space``.
+    """
+    from gymnasium.vector.utils import concatenate, create_empty_array
+
+    out = create_empty_array(space, len(per_env), fn=np.zeros)
+    try:
+        return concatenate(space, list(per_env), out)
+    except (TypeError, ValueError, KeyError, IndexError) as exc:
+        raise InvalidArgumentError(
+            f"actions: expected {len(per_env)} per-env actions of {space} ({exc})"
+        ) from None
 
 
 def _first_out_of_range(flat, lo, hi) -> int:

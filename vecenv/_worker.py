@@ -57,6 +57,13 @@ AUTORESET_MODES = ("sb3", "next_step", "same_step", "disabled")
 # ``reset_infos`` (as SB3's SubprocVecEnv does) before the info reaches users.
 RESET_INFO_KEY = "_vecenv_reset_info"
 
+# Observation leaves without a fixed layout (BlockLayout.obs_pickled) travel in
+# the info of the step or reset that produced them, under these keys (the
+# observation, and with "sb3" autoreset the last one of an ended episode); the
+# parent pops them before the info reaches users.
+PICKLED_OBS_KEY = "_vecenv_pickled_obs"
+PICKLED_FINAL_KEY = "_vecenv_pickled_final"
+
 
 @dataclass
 class WorkerSpec:
@@ -71,6 +78,7 @@ class WorkerSpec:
     autoreset_mode: str = "sb3"
     check_rewards: bool = False  # a non-finite reward is an error
     pdeathsig: bool = False  # ask the kernel to kill us when the parent dies
+    check_spaces: bool = True  # all envs of the worker must have env lo's spaces
     # The parent's os.environ when it started this worker (None: keep ours).
     # Under forkserver a worker would otherwise see the forkserver's, as it
     # was when that process started.
@@ -314,7 +322,9 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
         reseed_globals(seed_sequence(None), torch_only=True)
     obs_space, act_space = envs[0].observation_space, envs[0].action_space
     for k, env in enumerate(envs[1:], 1):
-        if env.observation_space != obs_space or env.action_space != act_space:
+        if spec.check_spaces and (
+            env.observation_space != obs_space or env.action_space != act_space
+        ):
             exc = ValueError(
                 f"env {spec.lo + k} has spaces ({env.observation_space}, {env.action_space}), "
                 f"env {spec.lo} has ({obs_space}, {act_space}); all envs must share their spaces"
@@ -378,7 +388,15 @@ class _Loop:
         self.final_writer = _core.LeafWriter(final) if final else None
         obs_space, act_space = envs[0].observation_space, envs[0].action_space
         self.flatten_obs = _layout.make_flattener(obs_space)
-        self.read_action = _layout.make_action_reader(layout.action_leaves, act_space, acts)
+        self.read_action = (
+            None
+            if layout.actions_pickled
+            else _layout.make_action_reader(layout.action_leaves, act_space, acts)
+        )
+        # Actions sent through the pipe ("actions" messages) for the next step
+        # of each env; a step takes its env's entry instead of the shared row.
+        self.pipe_actions: Dict[int, Any] = {}
+        self.obs_pickled = layout.obs_pickled
         self.obs_leaves = layout.obs_leaves
         self.reset_kwargs: Dict[int, Dict[str, Any]] = {}
         self.needs_reset = [False] * len(envs)  # next_step autoreset
@@ -491,10 +509,18 @@ class _Loop:
                     reseed_globals(seed_sequence(seed))
                     return
 
-    def _write_obs(self, i: int, obs, writer=None, what: str = "an observation") -> None:
+    def _write_obs(self, i: int, obs, writer=None, what: str = "an observation"):
+        """Write env ``i``'s observation into its shared row; return the values
+        of its pickled leaves (None when the layout has none)."""
         try:
             leaves = self.flatten_obs(obs)
+            pickled = None
+            if self.obs_pickled:
+                leaves, pickled = _layout.split_leaves(leaves, self.obs_pickled)
+                if not self.obs_leaves:  # every leaf is pickled
+                    return pickled
             (writer or self.writer).write(i, leaves)
+            return pickled
         except ValueError as exc:
             raise _ObservationMismatch(
                 f"env {i} returned {what} that does not match observation_space: {exc} "
@@ -503,16 +529,19 @@ class _Loop:
 
     def _step(self, i: int, k: int):
         env = self.envs[k]
+        piped = self.pipe_actions.pop(i, _NO_ACTION) if self.pipe_actions else _NO_ACTION
         if self.needs_reset[k]:
             self.needs_reset[k] = False
             self.ctrl.enter(self.spec.index, i, _AUTORESET)
             obs, info = env.reset()
-            self._write_obs(i, obs)
+            pickled = self._write_obs(i, obs)
             self.rewards[i] = 0.0
             self.terminated[i] = False
             self.truncated[i] = False
-            return info
-        obs, reward, terminated, truncated, info = env.step(self.read_action(i))
+            return _with_pickled(info, pickled, None)
+        action = self.read_action(i) if piped is _NO_ACTION else piped
+        obs, reward, terminated, truncated, info = env.step(action)
+        final_pickled = None
         if self.check_rewards and not _finite(reward):
             raise _RewardMismatch(
                 f"env {i} returned reward {reward!r}; expected a finite float (check_rewards=True)"
@@ -526,7 +555,7 @@ class _Loop:
                 # reset(), which may overwrite the env's array); the parent
                 # adds "terminal_observation" and "TimeLimit.truncated", so
                 # nothing is pickled unless the env's own infos are non-empty.
-                self._write_obs(i, obs, self.final_writer, "a final observation")
+                final_pickled = self._write_obs(i, obs, self.final_writer, "a final observation")
                 self.ctrl.enter(self.spec.index, i, _AUTORESET)
                 obs, reset_info = env.reset()
                 if reset_info:
@@ -539,23 +568,26 @@ class _Loop:
                 info = {"final_info": final_info, "final_obs": final_obs, **reset_info}
             elif mode == "next_step":
                 self.needs_reset[k] = True
-        self._write_obs(i, obs)
+        pickled = self._write_obs(i, obs)
         self.rewards[i] = reward
         self.terminated[i] = terminated
         self.truncated[i] = truncated
-        return info
+        return _with_pickled(info, pickled, final_pickled)
 
     def _reset(self, i: int, k: int):
         kwargs = self.reset_kwargs.pop(i, None) or {}
+        # A reset is never preceded by a legitimate pipe action for its env:
+        # drop one left by an interrupted step_async.
+        self.pipe_actions.pop(i, None)
         if self.mode != "sb3":  # gymnasium's vector envs always pass both keywords
             kwargs = {"seed": kwargs.get("seed"), "options": kwargs.get("options")}
         self.needs_reset[k] = False
         obs, info = self.envs[k].reset(**kwargs)
-        self._write_obs(i, obs)
+        pickled = self._write_obs(i, obs)
         self.rewards[i] = 0.0
         self.terminated[i] = False
         self.truncated[i] = False
-        return info
+        return _with_pickled(info, pickled, None)
 
     # ------------------------------------------------------------- messages
     def handle_message(self, msg) -> bool:
@@ -572,6 +604,9 @@ class _Loop:
             return False
         if kind == "reset_kwargs":
             self.reset_kwargs.update(msg[1])
+            return True
+        if kind == "actions":  # {env index: action} for their next step
+            self.pipe_actions.update(msg[1])
             return True
         if kind == "sync":  # the parent drops every message sent before this reply
             return _send(self.conn, ("synced", msg[1]))
@@ -639,6 +674,21 @@ class _Loop:
                 e = e.env
             return False
         raise ValueError(f"unknown call kind {what!r}")
+
+
+_NO_ACTION = object()
+
+
+def _with_pickled(info, pickled, final_pickled):
+    """``info`` with the pickled observation leaves added (see PICKLED_OBS_KEY)."""
+    if pickled is None and final_pickled is None:
+        return info
+    info = dict(info)
+    if pickled is not None:
+        info[PICKLED_OBS_KEY] = pickled
+    if final_pickled is not None:
+        info[PICKLED_FINAL_KEY] = final_pickled
+    return info
 
 
 def _finite(x) -> bool:

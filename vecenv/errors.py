@@ -38,6 +38,12 @@ class InvalidArgumentError(VecEnvError, ValueError):
     """
 
 
+class ActionTypeError(InvalidArgumentError, TypeError):
+    """Actions of the wrong kind: for example one scalar where a batch of
+    ``num_envs`` actions is needed. Also a ``TypeError`` (what gymnasium's
+    vector envs raise for it) and a ``ValueError``."""
+
+
 class SpaceError(InvalidArgumentError):
     """A space cannot be laid out in fixed shared memory (Text, Graph, Sequence...)
     or the envs of one vectorized env disagree on their spaces."""

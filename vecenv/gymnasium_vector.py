@@ -23,12 +23,14 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 from gymnasium import Space, logger
 from gymnasium import error as gym_error
+from gymnasium import spaces as gym_spaces
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
 from vecenv.errors import (
+    ActionTypeError,
     ClosedError,
     InvalidArgumentError,
     SpaceError,
@@ -37,7 +39,7 @@ from vecenv.errors import (
     WorkerError,
 )
 from vecenv.errors import as_env_exception as _as_env_exception
-from vecenv.shmem_vec_env import ShmemVecEnv, State
+from vecenv.shmem_vec_env import ShmemVecEnv, State, autoreset_mode_name
 
 __all__ = [
     "AlreadyPendingCallError",
@@ -76,13 +78,57 @@ class _SpacesDifferError(SpaceError, RuntimeError):
     """The envs disagree on their spaces (gymnasium raises RuntimeError here)."""
 
 
-class _NoSharedLayoutError(SpaceError, TypeError):
-    """A space without a fixed layout (gymnasium's shared memory raises TypeError
-    for dynamic spaces and ValueError for custom ones: this is both)."""
+class _NoSharedLayoutError(SpaceError):
+    """A custom observation space with ``shared_memory=True``, or a space vecenv
+    cannot handle at all (gymnasium raises ValueError)."""
 
 
-class _ScalarActionsError(InvalidArgumentError, TypeError):
-    """One scalar where a batch of actions is needed (gymnasium: TypeError)."""
+# Spaces gymnasium lays out in shared memory; Graph and Sequence raise
+# TypeError there, any other Space subclass CustomSpaceError (a ValueError by
+# the time AsyncVectorEnv raises it).
+_SHARED_MEMORY_SPACES = (
+    gym_spaces.Box,
+    gym_spaces.Discrete,
+    gym_spaces.MultiDiscrete,
+    gym_spaces.MultiBinary,
+    gym_spaces.Text,
+)
+
+
+def _check_shared_memory_space(space: Space) -> None:
+    """Raise what gymnasium's ``AsyncVectorEnv(shared_memory=True)`` raises for
+    an observation space it cannot put in shared memory (depth first)."""
+    if isinstance(space, (gym_spaces.Tuple, gym_spaces.OneOf)):
+        for sub in space.spaces:
+            _check_shared_memory_space(sub)
+    elif isinstance(space, gym_spaces.Dict):
+        for sub in space.spaces.values():
+            _check_shared_memory_space(sub)
+    elif isinstance(space, (gym_spaces.Graph, gym_spaces.Sequence)):
+        raise _DynamicSpaceError(
+            f"As {space} has a dynamic shape so its not possible to make a static shared "
+            "memory. For `AsyncVectorEnv`, disable `shared_memory`."
+        )
+    elif not isinstance(space, _SHARED_MEMORY_SPACES):
+        raise _NoSharedLayoutError(
+            "Using `AsyncVector(..., shared_memory=True)` caused an error, you can disable "
+            "this feature with `shared_memory=False` however this is slower."
+        )
+
+
+class _DynamicSpaceError(SpaceError, TypeError):
+    """A Graph or Sequence observation space with ``shared_memory=True``
+    (gymnasium raises TypeError)."""
+
+
+def _log_worker_errors(err: WorkerError) -> None:
+    """Report each env's error through ``gymnasium.logger.error`` with
+    gymnasium's texts ("Worker-i" is env i: gymnasium runs one env per worker)."""
+    errors = getattr(err, "errors", None) or {err.env_index: err}
+    for i, e in sorted(errors.items(), key=lambda kv: -1 if kv[0] is None else kv[0]):
+        logger.error(f"Received the following error from Worker-{i} - Shutting it down")
+        logger.error(f"{e.worker_traceback or e}")
+    logger.error("Raising the last exception back to the main process.")
 
 
 class _Pending(enum.Enum):
@@ -99,6 +145,7 @@ _AUTORESET_NAMES = {
     AutoresetMode.SAME_STEP: "same_step",
     AutoresetMode.DISABLED: "disabled",
 }
+_AUTORESET_MODES = {name: mode for mode, name in _AUTORESET_NAMES.items()}
 
 _ENGINE_KEYS = (
     "num_workers",
@@ -110,6 +157,7 @@ _ENGINE_KEYS = (
     "on_worker_death",
     "max_restarts",
     "check_rewards",
+    "check_actions",
 )
 
 
@@ -123,10 +171,14 @@ class AsyncVectorEnv(VectorEnv):
         One factory per env returning a ``gymnasium.Env``; all envs must have
         equal observation and action spaces. Pickled with cloudpickle.
     shared_memory : bool
-        Accepted for compatibility. Observations always travel through shared
-        memory, so spaces must be fixed-size (Box, Discrete, MultiDiscrete,
-        MultiBinary, and Tuple/Dict of them): other spaces raise
-        :class:`~vecenv.SpaceError` (a ValueError) with either value.
+        As in gymnasium, which spaces may be used: True (default) refuses a
+        Graph or Sequence observation space (TypeError) and a custom
+        ``Space`` subclass (ValueError) with gymnasium's messages; False
+        takes any space. Fixed-size leaves (Box, Discrete, MultiDiscrete,
+        MultiBinary, inside Tuple/Dict too) always travel through vecenv's
+        shared memory; the others (Text, OneOf, Graph, Sequence, custom)
+        pickled through the worker pipes, batched as gymnasium batches them
+        (a tuple of per-env values).
     copy : bool
         True: ``reset``/``step`` return observations the caller owns. False:
         views into shared memory, overwritten by the next step or reset.
@@ -138,10 +190,11 @@ class AsyncVectorEnv(VectorEnv):
         Must be None: vecenv runs its own worker loop. Anything else raises
         :class:`~vecenv.InvalidArgumentError` (a ValueError).
     observation_mode : "same", "different" or (observation_space, single_observation_space)
-        How the batched observation space is built: ``batch_space`` of the
-        envs' space ("same"), ``batch_differing_spaces`` ("different"), or the
-        given pair (must have the envs' shapes and dtypes). The envs
-        themselves must still share one observation space.
+        As in gymnasium: "same" (every env has env 0's observation space;
+        ``batch_space`` of it), "different" (the envs' spaces may differ in
+        bounds but share shapes and dtypes; ``batch_differing_spaces`` of
+        them), or the given pair (the envs' spaces must have its single
+        space's shapes and dtypes). Else RuntimeError, gymnasium's message.
     autoreset_mode : AutoresetMode or str
         NEXT_STEP (default), SAME_STEP or DISABLED, as in gymnasium.
     max_concurrency : int, optional
@@ -154,6 +207,16 @@ class AsyncVectorEnv(VectorEnv):
         ``*_wait(timeout=...)`` only stops waiting (the call stays pending).
     on_worker_death, max_restarts, check_rewards
         vecenv's fault handling, as in :class:`~vecenv.ShmemVecEnv` (keyword only).
+    check_actions : bool
+        False (default): each env gets its action as gymnasium's ``iterate``
+        hands it out (a float64 batch on a float32 Box arrives as
+        ``np.float64``, a list's items unchanged), nothing range-checked; a
+        batch already of the space's dtype goes through shared memory, any
+        other through the worker pipes. True (vecenv's strict mode, keyword
+        only): every batch is checked against ``action_space`` (count,
+        shape, dtype, Discrete/MultiDiscrete/MultiBinary range) and cast to
+        its dtype before anything is sent; a bad one raises
+        :class:`~vecenv.InvalidArgumentError` (a ValueError).
 
     Attributes
     ----------
@@ -169,18 +232,24 @@ class AsyncVectorEnv(VectorEnv):
     InvalidArgumentError
         A custom ``worker``, bad ``max_concurrency`` or engine options (ValueError).
     SpaceError
-        A space that cannot live in shared memory (ValueError); envs whose
-        spaces differ raise a subclass that is also a RuntimeError.
+        With ``shared_memory=True``, a custom observation space (ValueError)
+        or a Graph/Sequence one (also a TypeError); envs whose spaces
+        disagree raise a subclass that is also a RuntimeError.
     WorkerError
         An env factory raised.
 
     Notes
     -----
-    Differences from gymnasium, all deliberate: after a ``*_wait`` timeout the
-    call stays pending (call the wait again, or ``close()``), where gymnasium
-    forgets it and leaves stale replies in its pipes; ``options`` given to
-    ``reset`` is not modified (gymnasium pops ``"reset_mask"`` from it); and
-    a worker error leaves the other envs usable after a ``reset()``.
+    Worker errors are logged through ``gymnasium.logger.error`` with
+    gymnasium's texts and re-raised as the env's exception type. Differences
+    from gymnasium, all deliberate: after a ``*_wait`` timeout the call stays
+    pending (call the wait again, or ``close()``), where gymnasium forgets it
+    and leaves stale replies in its pipes; ``options`` given to ``reset`` is
+    not modified (gymnasium pops ``"reset_mask"`` from it); a worker error
+    leaves the vector env usable after a ``reset()`` (gymnasium shuts the
+    worker down); no custom ``worker``; the env factories run only in the
+    workers (gymnasium also builds env 0 in the parent, and every env for
+    ``observation_mode="different"``).
     """
 
     def __init__(
@@ -212,11 +281,7 @@ class AsyncVectorEnv(VectorEnv):
                 f"AsyncVectorEnv() got unexpected keyword arguments {unknown}; "
                 f"vecenv's own options are {list(_ENGINE_KEYS)}"
             )
-        mode = (
-            autoreset_mode
-            if isinstance(autoreset_mode, AutoresetMode)
-            else AutoresetMode(autoreset_mode)
-        )
+        mode = _AUTORESET_MODES[autoreset_mode_name(autoreset_mode, tuple(_AUTORESET_MODES))]
         if max_concurrency is not None:
             if not isinstance(max_concurrency, (int, np.integer)) or isinstance(
                 max_concurrency, bool
@@ -257,23 +322,28 @@ class AsyncVectorEnv(VectorEnv):
         self.autoreset_mode = mode
         self.max_concurrency = max_concurrency
         try:
+            # The envs' spaces are checked below, with gymnasium's rules and
+            # messages; leaves without a fixed layout travel pickled.
             venv = ShmemVecEnv(
                 env_fns,
                 context=context,
                 copy=copy,
                 daemon=daemon,
                 autoreset_mode=_AUTORESET_NAMES[mode],
+                pickled_leaves=True,
+                check_spaces=False,
                 **engine_options,
             )
         except SpaceError as exc:
-            if "share their spaces" in str(exc):  # raised by ShmemVecEnv on disagreeing envs
-                raise _SpacesDifferError(str(exc)) from exc
-            raise _NoSharedLayoutError(
-                f"{exc} As in gymnasium with shared memory: the space has a dynamic shape so "
-                "its not possible to make a static shared memory."
-            ) from exc
+            raise _NoSharedLayoutError(str(exc)) from exc
         except WorkerError as exc:
             raise _as_env_exception(exc) from None
+        try:
+            self._check_spaces(venv, custom_spaces)
+        except BaseException:
+            venv.close()
+            raise
+        venv._allow_steps_before_reset()  # gymnasium steps envs that were never reset
         self._venv = venv
         self.num_envs = venv.num_envs
         engine_md = dict(venv.metadata)
@@ -281,23 +351,49 @@ class AsyncVectorEnv(VectorEnv):
         engine_md.pop("env_spec_id", None)
         self.metadata = engine_md
         self.metadata["autoreset_mode"] = mode
-        self.single_action_space = venv.action_space
-        self.action_space = batch_space(venv.action_space, self.num_envs)
-        env_obs_space = venv.observation_space
+
+    def _check_spaces(self, venv: ShmemVecEnv, custom_spaces) -> None:
+        """Set the spaces and check the envs' ones as gymnasium does: its
+        shared-memory errors for spaces it cannot lay out, then RuntimeError
+        (with gymnasium's messages) for envs whose spaces disagree."""
+        n = venv.num_envs
+        obs_spaces = venv.get_attr("observation_space") if n > 1 else [venv.observation_space]
+        act_spaces = venv.get_attr("action_space") if n > 1 else [venv.action_space]
+        self.single_action_space = act_spaces[0]
+        self.action_space = batch_space(self.single_action_space, n)
+        mode = self.observation_mode
         if custom_spaces is not None:
             self.observation_space, self.single_observation_space = custom_spaces
-            if not is_space_dtype_shape_equiv(self.single_observation_space, env_obs_space):
-                venv.close()
-                raise _SpacesDifferError(
-                    "AsyncVectorEnv(..., observation_mode='different' or custom space) however the "
-                    "sub-environment's observation spaces do not share a common shape and dtype."
-                )
-        elif observation_mode == "different":
-            self.single_observation_space = env_obs_space
-            self.observation_space = batch_differing_spaces([env_obs_space] * self.num_envs)
+        elif mode == "same":
+            self.single_observation_space = obs_spaces[0]
+            self.observation_space = batch_space(obs_spaces[0], n)
         else:
-            self.single_observation_space = env_obs_space
-            self.observation_space = batch_space(env_obs_space, self.num_envs)
+            self.single_observation_space = obs_spaces[0]
+            self.observation_space = batch_differing_spaces(obs_spaces)
+        if self.shared_memory:
+            _check_shared_memory_space(self.single_observation_space)
+        single = self.single_observation_space
+        if mode == "same":
+            same_obs = all(space == single for space in obs_spaces)
+        else:
+            same_obs = all(is_space_dtype_shape_equiv(single, space) for space in obs_spaces)
+        if not same_obs:
+            if mode == "same":
+                raise _SpacesDifferError(
+                    "AsyncVectorEnv(..., observation_mode='same') however some of the "
+                    "sub-environments observation spaces are not equivalent. If this is "
+                    "intentional, use `observation_mode='different'` instead."
+                )
+            raise _SpacesDifferError(
+                "AsyncVectorEnv(..., observation_mode='different' or custom space) however the "
+                "sub-environment's observation spaces do not share a common shape and dtype."
+            )
+        if not all(space == self.single_action_space for space in act_spaces):
+            raise _SpacesDifferError(
+                f"Some environments have an action space different from "
+                f"`{self.single_action_space}`. In order to batch actions, the action spaces "
+                "from all environments must be equal."
+            )
 
     # ------------------------------------------------------------ helpers
     @property
@@ -349,6 +445,7 @@ class AsyncVectorEnv(VectorEnv):
         except WorkerError as exc:
             self._state = _Pending.DEFAULT
             self._pending_call = None
+            _log_worker_errors(exc)
             raise _as_env_exception(exc) from None
         except BaseException:
             # Ctrl-C, a state error...: the call stays pending only if the
@@ -495,8 +592,11 @@ class AsyncVectorEnv(VectorEnv):
 
         Raises
         ------
+        ActionTypeError
+            One scalar instead of a batch (a TypeError, as in gymnasium).
         InvalidArgumentError
-            Actions that do not fit ``action_space`` (a ValueError; nothing sent).
+            Not num_envs actions; with ``check_actions=True`` also actions
+            that do not fit ``action_space`` (a ValueError; nothing sent).
         AlreadyPendingCallError, ClosedEnvironmentError
         """
         self.step_async(actions)
@@ -507,7 +607,7 @@ class AsyncVectorEnv(VectorEnv):
         self._assert_is_running()
         self._no_pending("step_async")
         if not isinstance(actions, (tuple, dict)) and np.ndim(actions) == 0:
-            raise _ScalarActionsError(
+            raise ActionTypeError(
                 f"step_async(actions={actions!r}): expected one action per env "
                 f"(num_envs={self.num_envs}), an element of {self.action_space}"
             )

@@ -24,8 +24,6 @@ import warnings
 from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
-from gymnasium import spaces
-from gymnasium.vector.utils import concatenate, create_empty_array
 
 try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv as _SB3VecEnv
@@ -71,8 +69,8 @@ class SubprocVecEnv(_SB3VecEnv):
         ``envs_per_worker`` (default: one worker per usable CPU core, each
         stepping several envs), ``copy``, ``timeout`` (seconds),
         ``start_timeout``, ``spin``, ``cpu_affinity``, ``daemon``,
-        ``spaces``, ``on_worker_death``, ``max_restarts``, ``check_rewards``.
-        ``context`` is another name for ``start_method``.
+        ``spaces``, ``on_worker_death``, ``max_restarts``, ``check_rewards``,
+        ``check_actions``. ``context`` is another name for ``start_method``.
         ``autoreset_mode`` may only be "sb3" and ``batch_size`` only
         ``num_envs``: SB3's API steps every env at once and resets in the step.
 
@@ -110,12 +108,15 @@ class SubprocVecEnv(_SB3VecEnv):
 
     Notes
     -----
-    Unlike SB3's class, actions are validated before anything is sent
+    As in SB3's class, each env gets its action as the caller gave it (a row
+    of an array of the space's dtype travels through shared memory, anything
+    else pickled through the pipe, element types unchanged, nothing cast or
+    range-checked); ``check_actions=True`` validates every batch first
     (shape, dtype, range of Discrete/MultiDiscrete/MultiBinary values:
-    :class:`~vecenv.InvalidArgumentError`), an env that raises surfaces as
-    :class:`~vecenv.WorkerError` naming the env instead of a dead pipe, and
-    ``step_async`` before the first ``reset()`` raises
-    :class:`~vecenv.StateError`.
+    :class:`~vecenv.InvalidArgumentError`, nothing sent). Unlike SB3's
+    class, an env that raises surfaces as :class:`~vecenv.WorkerError`
+    naming the env instead of a dead pipe, and :meth:`reset` afterwards
+    starts stepping again.
     """
 
     def __init__(
@@ -140,7 +141,7 @@ class SubprocVecEnv(_SB3VecEnv):
                 f"use one of {available} or None"
             )
         mode = vecenv_options.pop("autoreset_mode", "sb3")
-        if mode != "sb3":
+        if getattr(mode, "value", mode) != "sb3":
             raise InvalidArgumentError(
                 f"autoreset_mode={mode!r}: SB3's VecEnv API resets envs inside step "
                 "(autoreset_mode='sb3'); use vecenv.ShmemVecEnv for other modes"
@@ -162,11 +163,7 @@ class SubprocVecEnv(_SB3VecEnv):
         except BaseException:
             self._engine.close()
             raise
-        self._stack_actions = (
-            _ActionStacker(self.action_space, self.num_envs)
-            if isinstance(self.action_space, (spaces.Tuple, spaces.Dict))
-            else None
-        )
+        self._engine._allow_steps_before_reset()  # SB3 hands such a step to the envs
         env_metadata = {
             k: v
             for k, v in (self._engine.metadata or {}).items()
@@ -211,12 +208,7 @@ class SubprocVecEnv(_SB3VecEnv):
         WorkerDiedError, VecEnvTimeoutError, ClosedError
         """
         engine = self._engine
-        if self.waiting:
-            self.waiting = False
-            try:
-                engine.step_wait()
-            except WorkerError:
-                pass  # the step is cancelled; the reset below reports what persists
+        self.waiting = False  # a pending step is finished and dropped by the engine
         if len(self._seeds) != self.num_envs:
             raise InvalidArgumentError(
                 f"{len(self._seeds)} seeds for num_envs={self.num_envs} envs"
@@ -240,18 +232,19 @@ class SubprocVecEnv(_SB3VecEnv):
             One action per env (an array, or a list of per-env actions). For
             Tuple and Dict action spaces, as in SB3, a sequence of num_envs
             per-env actions; a dict of batched arrays is taken as it is.
-            Copied into shared memory before this returns.
+            Each env gets its action as given (see Notes); the caller may
+            reuse ``actions`` as soon as this returns.
 
         Raises
         ------
         InvalidArgumentError
-            Wrong number of actions, shape or dtype, or a value outside a
-            Discrete/MultiDiscrete/MultiBinary space (nothing is sent).
+            Not num_envs actions; with ``check_actions=True`` also a wrong
+            shape or dtype, or a value outside a Discrete/MultiDiscrete/
+            MultiBinary space (nothing is sent).
         StateError
-            A step is already pending, or :meth:`reset` was never called.
+            A step is already pending, or a step failed and :meth:`reset`
+            was not called since.
         """
-        if self._stack_actions is not None:
-            actions = self._stack_actions(actions)
         self._engine.step_async(actions)
         self.waiting = True
 
@@ -348,6 +341,12 @@ class SubprocVecEnv(_SB3VecEnv):
         Returns ``[None] * num_envs`` with a warning unless the envs were
         made with ``render_mode="rgb_array"`` (as SB3 does). :meth:`render`
         (SB3's) tiles these frames into one image.
+
+        Raises
+        ------
+        ValueError
+            An env's ``render()`` returned None (names the envs), which SB3's
+            tiling would report as an "inhomogeneous shape".
         """
         if self.render_mode != "rgb_array":
             warnings.warn(
@@ -356,7 +355,15 @@ class SubprocVecEnv(_SB3VecEnv):
                 stacklevel=2,
             )
             return [None] * self.num_envs
-        return self._engine.get_images()
+        frames = self._engine.get_images()
+        missing = [i for i, frame in enumerate(frames) if frame is None]
+        if missing:
+            raise InvalidArgumentError(
+                f"get_images(): env(s) {missing} returned None from render() although "
+                "render_mode='rgb_array'; each env must return an RGB frame (check the "
+                "env's render(), or its render_mode)"
+            )
+        return frames
 
     @staticmethod
     def _attribute_call(fn, *args, **kwargs):
@@ -385,26 +392,3 @@ class SubprocVecEnv(_SB3VecEnv):
             f"vecenv.sb3.SubprocVecEnv(num_envs={self.num_envs}, num_workers={self.num_workers}, "
             f"closed={self.closed})"
         )
-
-
-class _ActionStacker:
-    """Turn SB3's per-env actions for a Tuple/Dict action space (a sequence of
-    num_envs structures) into the engine's batched structure (one array per
-    leaf). A dict, or a sequence that is not num_envs long, passes unchanged:
-    the engine validates it."""
-
-    def __init__(self, space, num_envs: int):
-        self.space = space
-        self.num_envs = num_envs
-
-    def __call__(self, actions):
-        if isinstance(actions, dict) or len(actions) != self.num_envs:
-            return actions
-        out = create_empty_array(self.space, self.num_envs, fn=np.zeros)
-        try:
-            return concatenate(self.space, list(actions), out)
-        except (TypeError, ValueError, KeyError, IndexError) as exc:
-            raise InvalidArgumentError(
-                f"actions: expected {self.num_envs} per-env actions of {self.space}, "
-                f"got {type(actions).__name__} ({exc})"
-            ) from None

@@ -45,7 +45,15 @@ from gymnasium import spaces as gym_spaces
 
 from vecenv import _core, _layout, _shm
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
-from vecenv._worker import AUTORESET_MODES, RESET_INFO_KEY, Activity, WorkerSpec, worker_main
+from vecenv._worker import (
+    AUTORESET_MODES,
+    PICKLED_FINAL_KEY,
+    PICKLED_OBS_KEY,
+    RESET_INFO_KEY,
+    Activity,
+    WorkerSpec,
+    worker_main,
+)
 from vecenv.base import Indices, VecEnv, check_batch_size, check_env_ids
 from vecenv.errors import (
     ClosedError,
@@ -83,6 +91,29 @@ class State(enum.Enum):
     RESET_PENDING = "reset pending"  # reset_async sent, reset_wait not yet called
     RUNNING = "running"  # envs in flight (send/recv API)
     CLOSED = "closed"
+
+
+def autoreset_mode_name(mode: Any, allowed: Sequence[str] = AUTORESET_MODES) -> str:
+    """The engine's name ("sb3", "next_step", "same_step", "disabled") for an
+    autoreset mode given as a ``gymnasium.vector.AutoresetMode`` member or as a
+    string in any of its spellings ("next_step", "NextStep", "NEXT_STEP",
+    "nextstep"...).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not one of ``allowed``.
+    """
+    value = getattr(mode, "value", mode)  # an AutoresetMode member
+    if isinstance(value, str):
+        key = value.replace("_", "").replace("-", "").lower()
+        for name in allowed:
+            if name.replace("_", "") == key:
+                return name
+    raise InvalidArgumentError(
+        f"autoreset_mode must be one of {tuple(allowed)} (or gymnasium's AutoresetMode "
+        f"members and names such as 'NextStep'), got {mode!r}"
+    )
 
 
 def _usable_cpus() -> int:
@@ -286,6 +317,30 @@ class ShmemVecEnv(VecEnv):
     check_rewards : bool
         Make a non-finite reward (NaN, inf) an error
         (:class:`~vecenv.errors.RewardError` naming the env). Default False.
+    check_actions : bool
+        False (default): actions reach the envs as given, as in the seed's,
+        SB3's and gymnasium's vector envs: an array of the action space's
+        dtype and shape goes through shared memory (each env gets its row);
+        anything else (lists, other dtypes, Tuple/Dict sequences of per-env
+        actions) is split into per-env actions (gymnasium's ``iterate``) and
+        sent through the worker pipes, element types unchanged, nothing
+        cast or range-checked. True: every batch is validated and cast into
+        shared memory first; the wrong count, shape or dtype, NaN where
+        integers are needed, or a value outside a Discrete/MultiDiscrete/
+        MultiBinary space raises :class:`~vecenv.errors.InvalidArgumentError`
+        before anything is sent.
+    pickled_leaves : bool
+        Let spaces without a fixed layout (Text, Graph, Sequence, OneOf,
+        custom ``Space`` subclasses, alone or inside Tuple/Dict) travel pickled
+        through the worker pipes (observations in each step's info message,
+        actions as above); fixed leaves stay in shared memory. Their batch
+        is a tuple of per-env values, as gymnasium batches them. Default
+        False: such spaces raise :class:`~vecenv.errors.SpaceError`.
+    check_spaces : bool
+        True (default): every env must have env 0's observation and action
+        spaces. False: only their shapes and dtypes must agree (the caller
+        checks the rest, as the gymnasium drop-in does for
+        ``observation_mode="different"``).
 
     Notes
     -----
@@ -340,6 +395,9 @@ class ShmemVecEnv(VecEnv):
         on_worker_death: str = "raise",
         max_restarts: int = 100,
         check_rewards: bool = False,
+        check_actions: bool = False,
+        pickled_leaves: bool = False,
+        check_spaces: bool = True,
     ):
         self._state = State.CLOSED  # until construction succeeds
         self._resources = _Resources()
@@ -348,10 +406,7 @@ class ShmemVecEnv(VecEnv):
         num_envs = len(env_fns)
         self._ranges = plan_workers(num_envs, num_workers, envs_per_worker)
         batch_size = check_batch_size(batch_size, num_envs)
-        if autoreset_mode not in AUTORESET_MODES:
-            raise InvalidArgumentError(
-                f"autoreset_mode must be one of {AUTORESET_MODES}, got {autoreset_mode!r}"
-            )
+        autoreset_mode = autoreset_mode_name(autoreset_mode)
         for name, v, zero_ok in (
             ("timeout", timeout, False),
             ("start_timeout", start_timeout, False),
@@ -406,6 +461,9 @@ class ShmemVecEnv(VecEnv):
         self.max_restarts = int(max_restarts)
         self.restart_count = 0  # automatic restarts so far
         self.check_rewards = bool(check_rewards)
+        self.check_actions = bool(check_actions)
+        self.pickled_leaves = bool(pickled_leaves)
+        self.check_spaces = bool(check_spaces)
         self._dead: set = set()  # workers dead or killed, not yet restarted
         self._restarted: set = set()  # envs whose next result reports a restart
         self._restart_infos: Dict[int, Any] = {}  # their reset infos
@@ -499,6 +557,7 @@ class ShmemVecEnv(VecEnv):
                 spin_s=self.spin,
                 autoreset_mode=self.autoreset_mode,
                 check_rewards=self.check_rewards,
+                check_spaces=self.check_spaces,
             )
             for w, (lo, hi) in enumerate(self._ranges)
         ]
@@ -513,7 +572,7 @@ class ShmemVecEnv(VecEnv):
                 if spaces is None:
                     spaces = (obs_space, act_space)
                     self.metadata = metadata[0] if metadata else {}
-                elif spaces != (obs_space, act_space):
+                elif self.check_spaces and spaces != (obs_space, act_space):
                     lo = self._ranges[w][0]
                     raise SpaceError(
                         f"env {lo} has spaces ({obs_space}, {act_space}), env 0 has "
@@ -726,6 +785,7 @@ class ShmemVecEnv(VecEnv):
             len(self._env_worker),
             num_workers,
             final_obs=self.autoreset_mode == "sb3",
+            pickled=self.pickled_leaves,
         )
         res.segment = _shm.Segment(layout.nbytes)
         block = res.segment.map()
@@ -742,6 +802,14 @@ class ShmemVecEnv(VecEnv):
         self._status = self._ctrl.arrays()[1]
         self._tickets = self._ctrl.arrays()[3]  # a round message carries its env's ticket
         self._write_actions = _layout.make_action_writer(layout.action_leaves, self.action_space)
+        self._write_exact = _layout.make_exact_writer(layout.action_leaves, self.action_space)
+        self._split_actions = _layout.make_action_splitter(self.action_space)
+        self._sb3_final = self.autoreset_mode == "sb3"
+        # Leaves without a fixed layout: the last value of each env, per leaf,
+        # and the last observation of an ended episode ("sb3" autoreset).
+        self._obs_pickled = layout.obs_pickled
+        self._pickled_obs = [[None] * layout.num_envs for _ in layout.obs_pickled]
+        self._pickled_final: Dict[int, List[Any]] = {}
         self._unflatten_obs = _layout.make_unflattener(self.observation_space)
         self._single_obs = not isinstance(
             self.observation_space, (gym_spaces.Tuple, gym_spaces.Dict)
@@ -984,7 +1052,7 @@ class ShmemVecEnv(VecEnv):
                 msg = self._recv_started(w, deadline, what)
                 if msg[0] == "error":
                     raise self._worker_error(msg[1])
-                if (msg[1], msg[2]) != self._spaces:
+                if self.check_spaces and (msg[1], msg[2]) != self._spaces:
                     raise SpaceError(
                         f"worker {w} came back with spaces ({msg[1]}, {msg[2]}), expected "
                         f"({self._spaces[0]}, {self._spaces[1]})"
@@ -1017,7 +1085,7 @@ class ShmemVecEnv(VecEnv):
                 except WorkerDiedError:
                     pass
             self._ctrl.dispatch(np.asarray(lost, dtype=np.int64), _core.OP_RESET)
-        self._restart_infos.update(msg[2])
+        self._restart_infos.update({i: self._take_pickled(i, inf) for i, inf in msg[2].items()})
         if report:
             self._restarted.update(range(lo, hi))
 
@@ -1210,7 +1278,69 @@ class ShmemVecEnv(VecEnv):
             leaves = [b.copy() for b in self._obs_bufs]
         else:
             leaves = self._obs_bufs
+        if self._obs_pickled:
+            leaves = _layout.merge_leaves(
+                leaves, [tuple(col) for col in self._pickled_obs], self._obs_pickled
+            )
         return leaves[0] if self._single_obs else self._unflatten_obs(leaves)
+
+    def _take_pickled(self, i: int, info: Dict[str, Any]) -> Dict[str, Any]:
+        """Move env ``i``'s pickled observation leaves out of ``info`` (see
+        ``PICKLED_OBS_KEY``) into the parent's copies; return ``info``."""
+        if self._obs_pickled and info:
+            values = info.pop(PICKLED_OBS_KEY, None)
+            if values is not None:
+                for col, v in zip(self._pickled_obs, values):
+                    col[i] = v
+            final = info.pop(PICKLED_FINAL_KEY, None)
+            if final is not None:
+                self._pickled_final[i] = final
+        return info
+
+    def _allow_steps_before_reset(self) -> None:
+        """Let the first step_async come before any reset (the envs then step
+        from the state their factories left), as gymnasium's and SB3's vector
+        envs do; the drop-ins call this right after construction."""
+        if self._state is State.NEEDS_RESET and not self._in_flight.any() and not self._dead:
+            self._state = State.IDLE
+
+    def _put_actions(self, actions, ids=None) -> None:
+        """Hand the envs (all, or ``ids``: int64 array) their actions, before
+        their step is dispatched. See the ``check_actions`` parameter.
+
+        Raises
+        ------
+        InvalidArgumentError, ActionTypeError
+            Nothing was sent.
+        WorkerDiedError
+            A worker died before its actions could be sent.
+        """
+        n = self.num_envs if ids is None else len(ids)
+        space = self.action_space
+        if self.check_actions and not self._layout.actions_pickled:
+            if _layout.per_env_form(space, actions, n):
+                actions = _layout.stack_actions(space, actions)
+            self._write_actions(actions, self._act_bufs, ids)  # validates, casts
+            return
+        if self._write_exact(actions, self._act_bufs, ids):
+            return  # the fast path: rows of the space's dtype in shared memory
+        per_env = self._split_actions(actions, n)
+        if self.check_actions:
+            for j, a in enumerate(per_env):
+                if not space.contains(a):
+                    raise InvalidArgumentError(f"actions[{j}]={a!r} is outside {space}")
+        env_ids = range(n) if ids is None else ids.tolist()
+        by_worker: Dict[int, Dict[int, Any]] = {}
+        for i, a in zip(env_ids, per_env):
+            by_worker.setdefault(int(self._env_worker[i]), {})[int(i)] = a
+        # Posted before the step is dispatched: the worker reads every message
+        # posted before it takes the ops (see _worker._Loop.run).
+        for w, acts in by_worker.items():
+            try:
+                self._post(w, ("actions", acts))
+            except WorkerDiedError:  # restart (or raise), then send again
+                self._on_deaths([w], "step")
+                self._post(w, ("actions", acts))
 
     # ------------------------------------------------------------ the seed's API
     def seed(self, seed: Union[int, Sequence[Optional[int]], None] = None) -> List[Optional[int]]:
@@ -1297,8 +1427,9 @@ class ShmemVecEnv(VecEnv):
         Workers that died or were killed (after a WorkerDiedError or a
         timeout) are started again first, with new envs from their factories;
         so is a worker that dies during the reset (once per call). Envs still
-        in flight after a failed or interrupted step are waited for and their
-        results dropped.
+        in flight after a failed or interrupted step, or of a pending
+        ``step_async`` (the seed's contract: that work is cancelled), are
+        waited for and their results dropped.
 
         Raises
         ------
@@ -1330,20 +1461,23 @@ class ShmemVecEnv(VecEnv):
         Raises
         ------
         StateError
-            A step_async() is pending (call step_wait() first), or a subset
-            reset with ``batch_size < num_envs``.
+            A subset reset with ``batch_size < num_envs``. (A pending
+            step_async() or reset_async() is finished and its results dropped.)
         InvalidArgumentError
             Bad ``env_ids``.
         WorkerError, WorkerDiedError, VecEnvTimeoutError
             A worker could not be started again, or the envs in flight failed
             to finish; the vec env still needs a reset.
         """
+        # A pending step_async is finished and its results dropped (the seed's
+        # contract: "that work will be cancelled").
         self._guard(
             "reset_async",
             State.NEEDS_RESET,
             State.IDLE,
             State.RUNNING,
             State.RESET_PENDING,
+            State.STEP_PENDING,
         )
         ids = self._reset_ids(env_ids)
         self._state = State.NEEDS_RESET  # until the reset completes
@@ -1437,7 +1571,7 @@ class ShmemVecEnv(VecEnv):
                 if errors:
                     self._raise_errors(errors)
                 for i, info in got.items():
-                    infos[i] = info
+                    infos[i] = self._take_pickled(i, info)
             for i, info in self._restart_infos.items():  # reset while restarting
                 infos[i] = info
             self._restart_infos.clear()
@@ -1456,6 +1590,12 @@ class ShmemVecEnv(VecEnv):
         for i, pos in zip(ended, positions):
             i = int(i)
             leaves = [buf[i].copy() for buf in self._final_bufs]
+            if self._obs_pickled:
+                leaves = _layout.merge_leaves(
+                    leaves,
+                    self._pickled_final.pop(i, [None] * len(self._obs_pickled)),
+                    self._obs_pickled,
+                )
             info = infos[pos]
             info["terminal_observation"] = (
                 leaves[0] if self._single_obs else self._unflatten_obs(leaves)
@@ -1495,14 +1635,20 @@ class ShmemVecEnv(VecEnv):
         Parameters
         ----------
         actions : array-like, shape (num_envs, *action_space.shape)
-            One action per env; a tuple/dict of such arrays for Tuple/Dict
-            action spaces. Copied into shared memory before this returns.
+            One action per env; for Tuple/Dict action spaces a tuple/dict of
+            such arrays, or a sequence of num_envs per-env actions. An array
+            of the space's dtype is copied into shared memory; anything else
+            is sent through the pipes as the envs' own elements (see
+            ``check_actions``). Either way the caller may reuse it at once.
 
         Raises
         ------
+        ActionTypeError
+            One scalar where a batch is needed (nothing is sent).
         InvalidArgumentError
-            Wrong number of actions, shape, dtype, or a value outside a
-            Discrete/MultiDiscrete/MultiBinary space (nothing is sent).
+            Not num_envs actions; with ``check_actions=True`` also a wrong
+            shape, dtype, or a value outside a Discrete/MultiDiscrete/
+            MultiBinary space (nothing is sent).
         StateError
             A step is already pending, reset() was not called, or the vec env
             uses batch_size < num_envs (use send/recv).
@@ -1512,7 +1658,7 @@ class ShmemVecEnv(VecEnv):
 
     def _step_start(self, actions) -> None:
         self._check_step_async()
-        self._write_actions(actions, self._act_bufs)
+        self._put_actions(actions)
         self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
         self._ctrl.dispatch_all(_core.OP_STEP)
 
@@ -1561,7 +1707,7 @@ class ShmemVecEnv(VecEnv):
         self._wait(n, "step", State.STEP_PENDING)
         flagged = self._ctrl.collect_all()
         infos = [{} for _ in range(n)]
-        ended = np.flatnonzero(self._term | self._trunc) if self._final_bufs else _NONE
+        ended = np.flatnonzero(self._term | self._trunc) if self._sb3_final else _NONE
         for i in ended:  # an automatic reset's info, unless a message brings one
             self.reset_infos[i] = {}
         if flagged:
@@ -1569,7 +1715,7 @@ class ShmemVecEnv(VecEnv):
             if errors:
                 self._raise_errors(errors)
             for i, info in got.items():
-                infos[i] = self._split_reset_info(i, info)
+                infos[i] = self._split_reset_info(i, self._take_pickled(i, info))
         self._add_terminal(ended, ended, infos)
         if self._restarted:
             self._report_restarts(range(n), infos)
@@ -1608,7 +1754,7 @@ class ShmemVecEnv(VecEnv):
             raise InvalidArgumentError(
                 f"env_ids {busy.tolist()} are still in flight: recv() them before sending again"
             )
-        self._write_actions(actions, self._act_bufs, ids)
+        self._put_actions(actions, ids)
         self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
         self._ctrl.dispatch(ids, _core.OP_STEP)
         self._state = State.RUNNING
@@ -1654,9 +1800,7 @@ class ShmemVecEnv(VecEnv):
             ids.sort()
             contiguous = int(ids[-1]) - int(ids[0]) == k - 1
         infos = [{} for _ in range(k)]
-        ended_pos = (
-            np.flatnonzero(self._term[ids] | self._trunc[ids]) if self._final_bufs else _NONE
-        )
+        ended_pos = np.flatnonzero(self._term[ids] | self._trunc[ids]) if self._sb3_final else _NONE
         for pos in ended_pos:  # an automatic reset's info, unless a message brings one
             self.reset_infos[int(ids[pos])] = {}
         if flagged:
@@ -1665,7 +1809,7 @@ class ShmemVecEnv(VecEnv):
                 self._raise_errors(errors)
             pos = {int(e): j for j, e in enumerate(ids)}
             for i, info in got.items():
-                infos[pos[i]] = self._split_reset_info(i, info)
+                infos[pos[i]] = self._split_reset_info(i, self._take_pickled(i, info))
         self._add_terminal(ids[ended_pos], ended_pos, infos)
         if self._restarted:
             self._report_restarts(ids, infos)
@@ -1679,6 +1823,9 @@ class ShmemVecEnv(VecEnv):
                 dst = np.empty_like(out) if self.copy else out
                 _core.gather_rows(src, ids, _layout._bytes2d(dst))
                 leaves.append(dst)
+        if self._obs_pickled:
+            values = [tuple(col[int(i)] for i in ids) for col in self._pickled_obs]
+            leaves = _layout.merge_leaves(leaves, values, self._obs_pickled)
         obs = leaves[0] if self._single_obs else self._unflatten_obs(leaves)
         self._state = State.RUNNING if self._in_flight.any() else State.IDLE
         return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
@@ -1925,6 +2072,9 @@ _VEC_KEYS = {
     "on_worker_death",
     "max_restarts",
     "check_rewards",
+    "check_actions",
+    "pickled_leaves",
+    "check_spaces",
 }
 
 
