@@ -29,6 +29,7 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
+from vecenv._engine import State
 from vecenv.errors import (
     ActionTypeError,
     ClosedError,
@@ -39,7 +40,7 @@ from vecenv.errors import (
     WorkerError,
 )
 from vecenv.errors import as_env_exception as _as_env_exception
-from vecenv.shmem_vec_env import ShmemVecEnv, State, autoreset_mode_name
+from vecenv.shmem_vec_env import ShmemVecEnv, autoreset_mode_name
 
 __all__ = [
     "AlreadyPendingCallError",

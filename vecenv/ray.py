@@ -48,9 +48,10 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
     ) from _exc
 
 from vecenv import errors as _errors
+from vecenv._engine import EngineVecEnv, State
 from vecenv._layout import flatten_space, make_action_writer, make_flattener, make_unflattener
 from vecenv._worker import AUTORESET_MODES
-from vecenv.base import Indices, VecEnv, check_batch_size, check_env_ids
+from vecenv.base import Indices, check_batch_size, check_env_ids
 from vecenv.errors import (
     InvalidArgumentError,
     RemoteTraceback,
@@ -60,7 +61,7 @@ from vecenv.errors import (
     WorkerDiedError,
     WorkerError,
 )
-from vecenv.shmem_vec_env import ShmemVecEnv, State, plan_workers
+from vecenv.shmem_vec_env import ShmemVecEnv, plan_workers
 
 __all__ = ["RayVecEnv"]
 
@@ -273,7 +274,7 @@ def _check_seconds(name: str, value, allow_none: bool = True) -> None:
         raise InvalidArgumentError(f"{name} must be a number of seconds >= 0, got {value!r}")
 
 
-class RayVecEnv(VecEnv):
+class RayVecEnv(EngineVecEnv):
     """Step ``num_envs`` gymnasium envs in Ray actors, each hosting a
     :class:`~vecenv.ShmemVecEnv` of its share of the envs.
 
@@ -837,11 +838,6 @@ class RayVecEnv(VecEnv):
             for a, (tag, v) in results.items()
         }
 
-    # ------------------------------------------------------------ the seed's API
-    # Same bookkeeping as ShmemVecEnv (self._seeds, self._options, sent at reset).
-    seed = ShmemVecEnv.seed
-    set_options = ShmemVecEnv.set_options
-
     def _drain(self) -> None:
         """Wait for the tasks in flight and drop their results (before a reset)."""
         refs = {a: ref for a, (_, ref) in self._pending.items()}
@@ -1140,10 +1136,6 @@ class RayVecEnv(VecEnv):
         return obs, rew, term | trunc, infos, ids
 
     # ------------------------------------------------------------ slow path
-    _indices = ShmemVecEnv._indices
-    _check_step_async = ShmemVecEnv._check_step_async
-    _reset_ids = ShmemVecEnv._reset_ids
-
     def _call_start(self, what: str, name: str, args, kwargs, indices: Indices):
         """Send a call to the envs ``indices`` (one task per actor involved);
         :meth:`_call_finish` collects the replies."""
@@ -1182,23 +1174,7 @@ class RayVecEnv(VecEnv):
                 results[i] = value
         return [results[i] for i in pending["ids"]]
 
-    def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
-        return self._call_finish(self._call_start(what, name, args, kwargs, indices))
-
-    # The same verbs as ShmemVecEnv, on top of _call.
-    env_method = ShmemVecEnv.env_method
-    get_attr = ShmemVecEnv.get_attr
-    set_attr = ShmemVecEnv.set_attr
-    env_is_wrapped = ShmemVecEnv.env_is_wrapped
-    get_images = ShmemVecEnv.get_images
-
     # ------------------------------------------------------------ state, close
-    _guard = ShmemVecEnv._guard
-
-    @property
-    def closed(self) -> bool:
-        return self._state is State.CLOSED and not self._finalizer.alive
-
     def close(self, timeout: float = 5.0) -> None:
         """Close every actor's local vec env, kill the actors and remove the
         placement group. Idempotent; never waits more than about ``timeout``
@@ -1210,9 +1186,6 @@ class RayVecEnv(VecEnv):
         self._finalizer.detach()
         self._pending.clear()
         self._resources.shutdown(timeout=timeout)
-
-    def __del__(self):  # the finalizer does the work
-        pass
 
     def __repr__(self) -> str:
         return (

@@ -26,7 +26,6 @@ current cmd_seq and msg_seq.
 
 from __future__ import annotations
 
-import enum
 import functools
 import logging
 import math
@@ -45,6 +44,7 @@ from gymnasium import spaces as gym_spaces
 
 from vecenv import _core, _layout, _shm
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
+from vecenv._engine import EngineVecEnv, State
 from vecenv._worker import (
     AUTORESET_MODES,
     PICKLED_FINAL_KEY,
@@ -54,9 +54,8 @@ from vecenv._worker import (
     WorkerSpec,
     worker_main,
 )
-from vecenv.base import Indices, VecEnv, check_batch_size, check_env_ids
+from vecenv.base import Indices, check_batch_size, check_env_ids
 from vecenv.errors import (
-    ClosedError,
     InvalidArgumentError,
     ObservationError,
     RemoteTraceback,
@@ -78,19 +77,6 @@ _SLICE_S = 0.1
 _START_REPORT_S = 10.0
 
 _log = logging.getLogger("vecenv")
-
-
-class State(enum.Enum):
-    """Where the parent's state machine stands."""
-
-    # Built, or a step failed (env error, dead or killed worker, timeout,
-    # Ctrl-C): call reset(), which restarts dead workers first.
-    NEEDS_RESET = "needs reset"
-    IDLE = "idle"  # ready for step_async / send / reset
-    STEP_PENDING = "step pending"  # step_async sent, step_wait not yet called
-    RESET_PENDING = "reset pending"  # reset_async sent, reset_wait not yet called
-    RUNNING = "running"  # envs in flight (send/recv API)
-    CLOSED = "closed"
 
 
 def autoreset_mode_name(mode: Any, allowed: Sequence[str] = AUTORESET_MODES) -> str:
@@ -233,7 +219,7 @@ def _shutdown(resources: _Resources) -> None:
     resources.shutdown(timeout=2.0)
 
 
-class ShmemVecEnv(VecEnv):
+class ShmemVecEnv(EngineVecEnv):
     """Step ``num_envs`` gymnasium envs in worker processes over shared memory.
 
     The API of OpenAI baselines' ``ShmemVecEnv`` (``reset``, ``step_async``,
@@ -1258,21 +1244,6 @@ class ShmemVecEnv(VecEnv):
         self._state = State.NEEDS_RESET
         raise err
 
-    def _guard(self, method: str, *allowed: State) -> None:
-        state = self._state
-        if state in allowed:
-            return
-        if state is State.CLOSED:
-            raise ClosedError(f"{method}() called after close(); create a new vec env")
-        hints = {
-            State.NEEDS_RESET: "call reset() first",
-            State.STEP_PENDING: "a step_async() is pending: call step_wait() first",
-            State.RESET_PENDING: "a reset_async() is pending: call reset_wait() first",
-            State.RUNNING: "envs are in flight from send(): call recv() until none is, or reset()",
-            State.IDLE: "no step_async() is pending: call step_async(actions) first",
-        }
-        raise StateError(f"{method}() is not allowed while {state.value}: {hints[state]}")
-
     def _obs_batch(self):
         if self.copy:
             leaves = [b.copy() for b in self._obs_bufs]
@@ -1342,53 +1313,7 @@ class ShmemVecEnv(VecEnv):
                 self._on_deaths([w], "step")
                 self._post(w, ("actions", acts))
 
-    # ------------------------------------------------------------ the seed's API
-    def seed(self, seed: Union[int, Sequence[Optional[int]], None] = None) -> List[Optional[int]]:
-        """Seed env ``i`` with ``seed + i`` at the next :meth:`reset` (as SB3 does),
-        or with ``seed[i]`` when ``seed`` is a sequence of num_envs ints or Nones
-        (as gymnasium's vector envs do).
-
-        Returns the list of seeds, one per env (all None for ``seed=None``).
-
-        Raises
-        ------
-        InvalidArgumentError
-            A seed that is not an int or None, or a sequence of the wrong length.
-        """
-
-        def bad(v):
-            return v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool))
-
-        if isinstance(seed, (list, tuple, np.ndarray)):
-            seeds = list(seed)
-            if len(seeds) != self.num_envs or any(bad(v) for v in seeds):
-                raise InvalidArgumentError(
-                    f"seed as a sequence must hold num_envs={self.num_envs} ints or Nones, got {seed!r}"
-                )
-            self._seeds = [None if v is None else int(v) for v in seeds]
-            return list(self._seeds)
-        if bad(seed):
-            raise InvalidArgumentError(f"seed must be an int, a sequence or None, got {seed!r}")
-        self._seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
-        return list(self._seeds)
-
-    def set_options(
-        self, options: Union[Dict[str, Any], Sequence[Optional[Dict[str, Any]]], None] = None
-    ) -> None:
-        """Options passed to each env's ``reset`` at the next :meth:`reset`
-        (one dict for all envs, or one per env)."""
-        if options is None:
-            self._options = {}
-        elif isinstance(options, dict):
-            self._options = dict.fromkeys(range(self.num_envs), options)
-        else:
-            options = list(options)
-            if len(options) != self.num_envs:
-                raise InvalidArgumentError(
-                    f"options has {len(options)} entries, expected num_envs={self.num_envs}"
-                )
-            self._options = {i: o for i, o in enumerate(options) if o is not None}
-
+    # ------------------------------------------------------------ reset kwargs
     def _send_reset_kwargs(self, ids) -> None:
         per_worker: Dict[int, Dict[int, Dict[str, Any]]] = {}
         for i in ids:
@@ -1511,28 +1436,6 @@ class ShmemVecEnv(VecEnv):
         else:
             self._state = State.RESET_PENDING
 
-    def _reset_ids(self, env_ids) -> Optional[np.ndarray]:
-        """``reset_async``'s ``env_ids`` checked: None (all envs) or sorted
-        distinct int64 indices. Raises InvalidArgumentError or StateError."""
-        if env_ids is None:
-            return None
-        ids = np.asarray(env_ids)
-        if ids.dtype.kind not in "iu":
-            raise InvalidArgumentError(
-                f"env_ids must be env indices (ints), got dtype {ids.dtype}; "
-                "for a bool mask pass np.flatnonzero(mask)"
-            )
-        ids = np.unique(ids.astype(np.int64).reshape(-1))
-        if ids.size == 0 or ids[0] < 0 or ids[-1] >= self.num_envs:
-            raise InvalidArgumentError(
-                f"env_ids must be non-empty env indices in [0, {self.num_envs}), got {env_ids!r}"
-            )
-        if self.batch_size < self.num_envs:
-            raise StateError(
-                "reset_async(env_ids=...) needs batch_size == num_envs; reset all envs instead"
-            )
-        return ids
-
     def reset_wait(self):
         """Wait for the resets started by :meth:`reset_async`.
 
@@ -1618,16 +1521,6 @@ class ShmemVecEnv(VecEnv):
             # Their round messages are never read: a later read asks for the
             # ticket of a later publish, so these are stale and overwritten.
             self._ctrl.collect(n, self._ids_out)
-
-    def _check_step_async(self) -> None:
-        """Guard of step_async: idle, and lockstep (batch_size == num_envs)."""
-        if self._state is not State.IDLE:
-            self._guard("step_async", State.IDLE)
-        if self.batch_size != self.num_envs:
-            raise StateError(
-                f"step_async() needs batch_size == num_envs; this vec env has batch_size="
-                f"{self.batch_size}: use send(actions, env_ids) and recv()"
-            )
 
     def step_async(self, actions) -> None:
         """Start a step of every env.
@@ -1831,23 +1724,6 @@ class ShmemVecEnv(VecEnv):
         return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
 
     # ------------------------------------------------------------ slow path
-    def _indices(self, indices: Indices) -> List[int]:
-        if indices is None:
-            return list(range(self.num_envs))
-        if isinstance(indices, (int, np.integer)):
-            indices = [indices]
-        out = []
-        for i in indices:
-            if not isinstance(i, (int, np.integer)) or not -self.num_envs <= i < self.num_envs:
-                raise InvalidArgumentError(
-                    f"indices must be env indices in [0, {self.num_envs}), got {i!r}"
-                )
-            out.append(int(i) % self.num_envs)
-        return out
-
-    def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
-        return self._call_finish(self._call_start(what, name, args, kwargs, indices))
-
     def _call_start(self, what: str, name: str, args, kwargs, indices: Indices):
         """Send a call to the envs ``indices``; :meth:`_call_finish` collects the
         replies. Nothing but other calls may be sent to the workers in between.
@@ -1940,36 +1816,7 @@ class ShmemVecEnv(VecEnv):
             raise self._worker_error(errors[min(errors)])
         return [results[i][1] for i in ids]
 
-    def env_method(
-        self, method_name: str, *method_args, indices: Indices = None, **method_kwargs
-    ) -> List[Any]:
-        """Call ``method_name(*method_args, **method_kwargs)`` on each env in
-        ``indices`` (default all; through wrappers) and return the results in
-        that order. Raises WorkerError if a call raises."""
-        return self._call("env_method", method_name, method_args, method_kwargs, indices)
-
-    def get_attr(self, attr_name: str, indices: Indices = None) -> List[Any]:
-        """Attribute ``attr_name`` of each env in ``indices`` (through wrappers)."""
-        return self._call("get_attr", attr_name, (), {}, indices)
-
-    def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
-        """Set ``attr_name`` to ``value`` on each env in ``indices``."""
-        self._call("set_attr", attr_name, (value,), {}, indices)
-
-    def env_is_wrapped(self, wrapper_class, indices: Indices = None) -> List[bool]:
-        """Whether each env in ``indices`` is wrapped in ``wrapper_class``."""
-        return self._call("is_wrapped", "", (wrapper_class,), {}, indices)
-
-    def get_images(self) -> List[np.ndarray]:
-        """One frame per env from ``env.render()`` (envs made with
-        ``render_mode="rgb_array"``)."""
-        return self._call("render", "render", (), {}, None)
-
     # ------------------------------------------------------------ close
-    @property
-    def closed(self) -> bool:
-        return self._state is State.CLOSED and not self._finalizer.alive
-
     def close(self, timeout: float = 5.0) -> None:
         """Shut the workers down and release shared memory. Idempotent.
 
@@ -1987,9 +1834,6 @@ class ShmemVecEnv(VecEnv):
         self._ctrl = None
         self._write_actions = None
         self._resources.shutdown(timeout=timeout)
-
-    def __del__(self):  # the finalizer does the work; keep GC cycles cheap
-        pass
 
     def __repr__(self) -> str:
         return (
