@@ -94,6 +94,8 @@ import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
+from vecenv._protocol import Msg
+
 _HEADER = struct.Struct("<QQ")  # body length in bytes, ref
 _SCRATCH = 1 << 16  # bytes read per syscall for small frames
 _SMALL = 1 << 16  # frames up to this size are written as one buffer
@@ -179,7 +181,7 @@ class _Stream:
                 self._feed(memoryview(view)[:n])
             else:
                 self._body_got += n
-                if self._body_got == len(body):
+                if body is not None and self._body_got == len(body):
                     self._finish()
             if n < len(view):
                 return  # the socket is (very likely) empty: skip an EAGAIN read
@@ -210,7 +212,7 @@ class _Stream:
                 self._finish()
 
     def _finish(self) -> None:
-        ref, body = self._ref, self._body
+        ref, body = self._ref, self._body or bytearray()  # None only if empty
         self._body = None
         self._body_got = 0
         self.moved += 1
@@ -281,7 +283,7 @@ class ParentChannel(_Stream):
 
     def _on_frame(self, ref: int, body: bytearray) -> None:
         msg = pickle.loads(body)
-        if msg[0] == "round":
+        if msg[0] == Msg.ROUND:
             _, infos, errors = msg
             for env, info in infos.items():
                 self.rounds[env] = (ref, "info", info)

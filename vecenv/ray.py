@@ -50,7 +50,8 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
 from vecenv import errors as _errors
 from vecenv._engine import EngineVecEnv, State
 from vecenv._layout import flatten_space, make_action_writer, make_flattener, make_unflattener
-from vecenv._worker import AUTORESET_MODES
+from vecenv._options import check_seconds
+from vecenv._protocol import AUTORESET_MODES, Autoreset
 from vecenv.base import Indices, check_batch_size, check_env_ids
 from vecenv.errors import (
     InvalidArgumentError,
@@ -69,7 +70,7 @@ _PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 # Keys the RayVecEnv sets itself on every actor.
 _RESERVED_ACTOR_KEYS = ("max_restarts", "max_task_retries")
 # ShmemVecEnv arguments the actor sets itself.
-_RESERVED_VEC_KEYS = ("batch_size", "copy", "autoreset_mode")
+_RESERVED_VEC_KEYS = ("batch_size", "copy", "autoreset_mode")  # of _options.ENGINE_OPTIONS
 
 
 # ---------------------------------------------------------------- actor side
@@ -103,13 +104,15 @@ class _EnvActor:
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], Any]], vec_kwargs: Dict[str, Any]):
-        self._venv: Optional[ShmemVecEnv] = None
+        self._venv: Any = None  # the local ShmemVecEnv; None if it failed to start
         self._error: Optional[Dict[str, Any]] = None
         self._fresh = True  # not reset since (re)start
         try:
             # copy=False: the arrays are serialized by Ray when the method
             # returns, before the next task of this actor can step again.
             self._venv = ShmemVecEnv(list(env_fns), copy=False, **vec_kwargs)
+            # Resolved once: no string comparison per step.
+            self._sb3 = Autoreset(self._venv.autoreset_mode) is Autoreset.SB3
             self._flatten = make_flattener(self._venv.observation_space)
             self._unflatten_actions = make_unflattener(self._venv.action_space)
         except Exception as exc:
@@ -169,7 +172,7 @@ class _EnvActor:
             obs, rew, term, trunc, infos = venv.step_wait_gym()
             sparse = {i: info for i, info in enumerate(infos) if info}
             resets = {}
-            if venv.autoreset_mode == "sb3":  # reset in this step: the info of that reset
+            if self._sb3:  # reset in this step: the info of that reset
                 resets = {int(i): venv.reset_infos[i] for i in np.flatnonzero(term | trunc)}
             return ("ok", (self._flatten(obs), rew, term, trunc, sparse, resets))
         except Exception as exc:
@@ -260,18 +263,6 @@ class _Resources:
 
 def _release(resources: _Resources) -> None:
     resources.shutdown(timeout=2.0)
-
-
-def _check_seconds(name: str, value, allow_none: bool = True) -> None:
-    if value is None and allow_none:
-        return
-    if (
-        not isinstance(value, (int, float))
-        or isinstance(value, bool)
-        or value < 0
-        or value != value
-    ):
-        raise InvalidArgumentError(f"{name} must be a number of seconds >= 0, got {value!r}")
 
 
 class RayVecEnv(EngineVecEnv):
@@ -427,9 +418,9 @@ class RayVecEnv(EngineVecEnv):
             raise InvalidArgumentError(
                 f"autoreset_mode must be one of {AUTORESET_MODES}, got {autoreset_mode!r}"
             )
-        _check_seconds("timeout", timeout)
-        _check_seconds("start_timeout", start_timeout, allow_none=False)
-        _check_seconds("restart_timeout", restart_timeout, allow_none=False)
+        check_seconds("timeout", timeout)
+        check_seconds("start_timeout", start_timeout, allow_none=False)
+        check_seconds("restart_timeout", restart_timeout, allow_none=False)
         if spaces is not None and (not isinstance(spaces, (tuple, list)) or len(spaces) != 2):
             raise InvalidArgumentError("spaces must be a pair (observation_space, action_space)")
         vec_kwargs = dict(vec_kwargs or {})
@@ -503,7 +494,7 @@ class RayVecEnv(EngineVecEnv):
 
     def _actor_options(self, actor_options, n_act, placement_strategy) -> List[Dict[str, Any]]:
         if actor_options is None:
-            per = [{} for _ in range(n_act)]
+            per: List[Dict[str, Any]] = [{} for _ in range(n_act)]
         elif isinstance(actor_options, dict):
             per = [dict(actor_options) for _ in range(n_act)]
         else:
@@ -629,7 +620,7 @@ class RayVecEnv(EngineVecEnv):
             f"Ray actor {a} (envs {lo}..{hi - 1}; env numbers in this message are local, add {lo})"
         )
         msg = f"{where} while {what}: {payload['message']}"
-        cls = getattr(_errors, payload["cls"], WorkerError)
+        cls: Any = getattr(_errors, payload["cls"], WorkerError)
         env_index = payload["env_index"]
         g_index = None if env_index is None else lo + int(env_index)
         g_indices = tuple(lo + int(i) for i in payload["env_indices"])
@@ -886,10 +877,11 @@ class RayVecEnv(EngineVecEnv):
         if ids is None:
             by_actor = dict.fromkeys(range(len(self._ranges)))
         else:
-            by_actor = {}
+            local_ids: Dict[int, List[int]] = {}
             for i in ids.tolist():
                 a = int(self._env_actor[i])
-                by_actor.setdefault(a, []).append(i - self._ranges[a][0])
+                local_ids.setdefault(a, []).append(i - self._ranges[a][0])
+            by_actor = {a: local for a, local in local_ids.items()}
             if self._state is State.NEEDS_RESET and len(by_actor) < len(self._ranges):
                 raise StateError(
                     "reset_async(env_ids=...) needs every env reset once: call reset() first"
@@ -900,8 +892,9 @@ class RayVecEnv(EngineVecEnv):
         refs = {}
         for a, local in by_actor.items():
             lo, hi = self._ranges[a]
-            seeds = self._seeds[lo:hi]
-            seeds = None if all(x is None for x in seeds) else seeds
+            seeds: Optional[List[Optional[int]]] = self._seeds[lo:hi]
+            if all(x is None for x in self._seeds[lo:hi]):
+                seeds = None
             opts = [self._options.get(i) for i in range(lo, hi)] if self._options else None
             refs[a] = self._resources.actors[a].reset.remote(seeds, opts, local)
         self._seeds = [None] * self.num_envs

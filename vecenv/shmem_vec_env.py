@@ -45,8 +45,9 @@ from gymnasium import spaces as gym_spaces
 from vecenv import _core, _layout, _shm
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
 from vecenv._engine import EngineVecEnv, State
+from vecenv._options import ENGINE_OPTIONS, check_seconds
+from vecenv._protocol import AUTORESET_MODES, Msg, Op
 from vecenv._worker import (
-    AUTORESET_MODES,
     PICKLED_FINAL_KEY,
     PICKLED_OBS_KEY,
     RESET_INFO_KEY,
@@ -69,6 +70,7 @@ from vecenv.errors import (
 )
 
 _NONE = np.empty(0, dtype=np.intp)  # no env indices
+_OP_STEP, _OP_RESET = int(Op.STEP), int(Op.RESET)  # plain ints for the step path
 
 # Wait in slices this long (seconds) so dead workers and Ctrl-C are noticed.
 _SLICE_S = 0.1
@@ -157,7 +159,7 @@ class _Resources:
     def __init__(self):
         self.procs: list = []
         self.chans: List[ParentChannel] = []  # chans[w]: the parent's end of worker w's pipe
-        self.segment: Optional[_shm.Segment] = None
+        self.segment: Any = None  # the _shm.Segment; None once released
         self.block = None
 
     def shutdown(self, timeout: float = 5.0, polite: bool = True) -> None:
@@ -170,7 +172,7 @@ class _Resources:
                 if proc.exitcode is None and not chan.broken:
                     post = None if ctrl is None else functools.partial(ctrl.post_message, w)
                     try:
-                        chan.request(("close",), min(deadline, time.monotonic() + 1.0), post)
+                        chan.request((Msg.CLOSE,), min(deadline, time.monotonic() + 1.0), post)
                     except Exception:
                         pass
             # Read the pipes meanwhile: a worker blocked sending a large info
@@ -393,24 +395,9 @@ class ShmemVecEnv(EngineVecEnv):
         self._ranges = plan_workers(num_envs, num_workers, envs_per_worker)
         batch_size = check_batch_size(batch_size, num_envs)
         autoreset_mode = autoreset_mode_name(autoreset_mode)
-        for name, v, zero_ok in (
-            ("timeout", timeout, False),
-            ("start_timeout", start_timeout, False),
-            ("spin", spin, True),
-        ):
-            if v is None:
-                continue
-            if (
-                not isinstance(v, (int, float))
-                or isinstance(v, bool)
-                or v != v
-                or v < 0
-                or (v == 0 and not zero_ok)
-            ):
-                bound = ">= 0" if zero_ok else "> 0"
-                raise InvalidArgumentError(
-                    f"{name} must be a number of seconds {bound} or None, got {v!r}"
-                )
+        check_seconds("timeout", timeout)
+        check_seconds("start_timeout", start_timeout)
+        check_seconds("spin", spin, zero_ok=True)
         if on_worker_death not in ("raise", "restart"):
             raise InvalidArgumentError(
                 f"on_worker_death must be 'raise' or 'restart', got {on_worker_death!r}"
@@ -450,18 +437,18 @@ class ShmemVecEnv(EngineVecEnv):
         self.check_actions = bool(check_actions)
         self.pickled_leaves = bool(pickled_leaves)
         self.check_spaces = bool(check_spaces)
-        self._dead: set = set()  # workers dead or killed, not yet restarted
-        self._restarted: set = set()  # envs whose next result reports a restart
+        self._dead: set[int] = set()  # workers dead or killed, not yet restarted
+        self._restarted: set[int] = set()  # envs whose next result reports a restart
         self._restart_infos: Dict[int, Any] = {}  # their reset infos
-        self._reset_restarts: Optional[set] = None  # workers restarted by this reset()
+        self._reset_restarts: Any = None  # set of workers restarted by this reset(), or None
         self._pending_kwargs: Dict[int, Dict[str, Any]] = {}  # this reset's seeds/options
         self._next_check = 0.0  # time.monotonic() of the next liveness check on the fast path
         # Seconds for the next wait only, set by a caller that polls (the
         # gymnasium façade's ``*_wait(timeout=...)``): when they run out, nothing
         # is killed and the call stays pending. None: the ``timeout`` watchdog.
         self._wait_timeout: Optional[float] = None
-        self._ctrl = None
-        self._ctx = get_context(context)
+        self._ctrl: Any = None  # the _core.Control; None once closed
+        self._ctx: Any = get_context(context)
         self._daemon = daemon
         self._start_timeout = start_timeout
         self._progress: Dict[int, Tuple[Optional[int], int]] = {}  # starting: (env, activity)
@@ -621,9 +608,9 @@ class ShmemVecEnv(EngineVecEnv):
                 # replaces an earlier one, and only the last matters.
                 msg = chan.replies.pop(0, None)
                 if msg is not None:
-                    if msg[0] == "progress":
+                    if msg[0] == Msg.PROGRESS:
                         self._progress[w] = (msg[1], msg[2])
-                    elif msg[0] == "error":
+                    elif msg[0] == Msg.ERROR:
                         errors.append(msg[1])
                         pending.discard(w)
                     else:
@@ -686,7 +673,7 @@ class ShmemVecEnv(EngineVecEnv):
         are kept (for messages), the next other message is returned."""
         while True:
             msg = self._recv(w, deadline, what)
-            if msg[0] != "progress":
+            if msg[0] != Msg.PROGRESS:
                 self._progress.pop(w, None)
                 return msg
             self._progress[w] = (msg[1], msg[2])
@@ -810,10 +797,10 @@ class ShmemVecEnv(EngineVecEnv):
         self._obs_rows = [_layout._bytes2d(b) for b in self._obs_bufs]  # (num_envs, row_bytes) u8
         deadline = time.monotonic() + start_timeout
         for w in range(num_workers):  # the workers are reading: no wake needed
-            self._post(w, ("attach", res.segment.handle, layout, []), deadline, wake=False)
+            self._post(w, (Msg.ATTACH, res.segment.handle, layout, []), deadline, wake=False)
         for w in range(num_workers):
             msg = self._recv(w, deadline, "attaching the workers")
-            if msg[0] != "attached":
+            if msg[0] != Msg.ATTACHED:
                 raise WorkerError(f"worker {w} answered {msg[0]!r} while attaching")
         res.segment.unlink()  # no name left once everyone is attached (macOS)
 
@@ -1036,16 +1023,16 @@ class ShmemVecEnv(EngineVecEnv):
             deadline = time.monotonic() + self._start_timeout
             try:
                 msg = self._recv_started(w, deadline, what)
-                if msg[0] == "error":
+                if msg[0] == Msg.ERROR:
                     raise self._worker_error(msg[1])
                 if self.check_spaces and (msg[1], msg[2]) != self._spaces:
                     raise SpaceError(
                         f"worker {w} came back with spaces ({msg[1]}, {msg[2]}), expected "
                         f"({self._spaces[0]}, {self._spaces[1]})"
                     )
-                self._post(w, ("attach", res.segment.handle, self._layout, held), deadline, False)
+                self._post(w, (Msg.ATTACH, res.segment.handle, self._layout, held), deadline, False)
                 msg = self._recv(w, deadline, what)
-                if msg[0] == "error":
+                if msg[0] == Msg.ERROR:
                     raise self._worker_error(msg[1])
             except WorkerDiedError:
                 # The new worker died while starting: one more restart if allowed.
@@ -1067,10 +1054,10 @@ class ShmemVecEnv(EngineVecEnv):
             kws = {i: self._pending_kwargs[i] for i in lost if i in self._pending_kwargs}
             if kws:
                 try:
-                    self._post(w, ("reset_kwargs", kws))
+                    self._post(w, (Msg.RESET_KWARGS, kws))
                 except WorkerDiedError:
                     pass
-            self._ctrl.dispatch(np.asarray(lost, dtype=np.int64), _core.OP_RESET)
+            self._ctrl.dispatch(np.asarray(lost, dtype=np.int64), _OP_RESET)
         self._restart_infos.update({i: self._take_pickled(i, inf) for i, inf in msg[2].items()})
         if report:
             self._restarted.update(range(lo, hi))
@@ -1106,6 +1093,7 @@ class ShmemVecEnv(EngineVecEnv):
 
     def _worker_error(self, payload) -> WorkerError:
         i = payload.get("env_index")
+        cls: type[WorkerError]
         if payload.get("observation_error"):
             cls = ObservationError
         elif payload.get("reward_error"):
@@ -1153,11 +1141,11 @@ class ShmemVecEnv(EngineVecEnv):
             dead = self._dead_workers()
             if dead:
                 self._on_deaths(dead, what)
-                if deadline is not None:  # a restart takes its own time
+                if limit is not None:  # a restart takes its own time
                     deadline = time.monotonic() + limit
             left = _SLICE_S if deadline is None else min(_SLICE_S, deadline - time.monotonic())
             if left <= 0 and ctrl.published() < target:
-                if keep:
+                if keep and pending is not None:
                     ready = ctrl.arrays()[2].astype(bool)
                     late = [int(i) for i in np.flatnonzero(self._in_flight & ~ready)]
                     self._state = pending
@@ -1308,10 +1296,10 @@ class ShmemVecEnv(EngineVecEnv):
         # posted before it takes the ops (see _worker._Loop.run).
         for w, acts in by_worker.items():
             try:
-                self._post(w, ("actions", acts))
+                self._post(w, (Msg.ACTIONS, acts))
             except WorkerDiedError:  # restart (or raise), then send again
                 self._on_deaths([w], "step")
-                self._post(w, ("actions", acts))
+                self._post(w, (Msg.ACTIONS, acts))
 
     # ------------------------------------------------------------ reset kwargs
     def _send_reset_kwargs(self, ids) -> None:
@@ -1326,10 +1314,10 @@ class ShmemVecEnv(EngineVecEnv):
                 per_worker.setdefault(int(self._env_worker[i]), {})[int(i)] = kw
         for w, kws in per_worker.items():
             try:
-                self._post(w, ("reset_kwargs", kws))
+                self._post(w, (Msg.RESET_KWARGS, kws))
             except WorkerDiedError:  # died since the last check: restart, send again
                 self._on_deaths([w], "reset")
-                self._post(w, ("reset_kwargs", kws))
+                self._post(w, (Msg.RESET_KWARGS, kws))
         self._pending_kwargs = {i: kw for kws in per_worker.values() for i, kw in kws.items()}
         self._seeds = [None] * self.num_envs
         self._options = {}
@@ -1424,9 +1412,9 @@ class ShmemVecEnv(EngineVecEnv):
             self._restart_infos.clear()
             self._send_reset_kwargs(range(self.num_envs) if ids is None else ids)
             if ids is None:
-                self._ctrl.dispatch_all(_core.OP_RESET)
+                self._ctrl.dispatch_all(_OP_RESET)
             else:
-                self._ctrl.dispatch(ids, _core.OP_RESET)
+                self._ctrl.dispatch(ids, _OP_RESET)
         except BaseException:
             self._reset_restarts = None
             raise
@@ -1553,7 +1541,7 @@ class ShmemVecEnv(EngineVecEnv):
         self._check_step_async()
         self._put_actions(actions)
         self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-        self._ctrl.dispatch_all(_core.OP_STEP)
+        self._ctrl.dispatch_all(_OP_STEP)
 
     def step(self, actions):
         """:meth:`step_async` then :meth:`step_wait`, without passing through
@@ -1649,7 +1637,7 @@ class ShmemVecEnv(EngineVecEnv):
             )
         self._put_actions(actions, ids)
         self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-        self._ctrl.dispatch(ids, _core.OP_STEP)
+        self._ctrl.dispatch(ids, _OP_STEP)
         self._state = State.RUNNING
 
     def recv(self):
@@ -1754,7 +1742,7 @@ class ShmemVecEnv(EngineVecEnv):
         refs: Dict[int, int] = {}
         try:
             for w, wids in by_worker.items():
-                refs[w] = self._post(w, ("call", what, name, args, kwargs, wids))
+                refs[w] = self._post(w, (Msg.CALL, what, name, args, kwargs, wids))
         except WorkerDiedError as exc:
             self._bury(int(self._env_worker[exc.env_indices[0]]))
             raise
@@ -1901,25 +1889,7 @@ def make(
     return ShmemVecEnv([make_one] * int(num_envs), **vec_kwargs)
 
 
-_VEC_KEYS = {
-    "num_workers",
-    "envs_per_worker",
-    "batch_size",
-    "context",
-    "copy",
-    "timeout",
-    "start_timeout",
-    "spin",
-    "autoreset_mode",
-    "cpu_affinity",
-    "daemon",
-    "on_worker_death",
-    "max_restarts",
-    "check_rewards",
-    "check_actions",
-    "pickled_leaves",
-    "check_spaces",
-}
+_VEC_KEYS = frozenset(ENGINE_OPTIONS)  # make()'s keywords for the engine
 
 
 class _GymMake:
