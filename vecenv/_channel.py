@@ -34,6 +34,9 @@ needs to be drained or resynchronised: stale ones are overwritten or dropped.
 
 Message kinds (tuples; ``kind`` first)
 --------------------------------------
+Each kind is a member of :class:`vecenv._protocol.Msg` (written below by its
+lowercased name: ``"attach"`` is ``Msg.ATTACH``).
+
 Parent -> worker (``ref`` = the request's number; the worker handles them in
 order and answers with the same ``ref``):
 

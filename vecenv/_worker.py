@@ -39,7 +39,6 @@ import signal
 import sys
 import traceback
 from dataclasses import dataclass
-from multiprocessing import parent_process
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -248,7 +247,6 @@ class _Parent:
     def __init__(self, pid: int):
         self.pid = pid
         self.ppid = os.getppid()
-        self.proc = parent_process()
 
     def alive(self) -> bool:
         if os.getppid() != self.ppid:
