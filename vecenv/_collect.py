@@ -19,7 +19,7 @@ import numpy as np
 from vecenv import _layout
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout
 from vecenv._engine import State
-from vecenv._pool import _SLICE_S, WorkerPool
+from vecenv._pool import _SLICE_S, WorkerStartup
 from vecenv._protocol import Msg
 from vecenv._worker import (
     RESET_INFO_KEY,
@@ -33,7 +33,7 @@ from vecenv.errors import (
 )
 
 
-class Collector(WorkerPool):
+class Collector(WorkerStartup):
     """Base of ShmemVecEnv: results, errors, per-env messages and calls (see the module)."""
 
     def _wait(self, target: int, what: str, pending: Optional[State] = None) -> None:

@@ -4,8 +4,9 @@ Spawning and attaching the workers, the pipe transport to each (post, recv,
 with deadlines and liveness checks), noticing deaths, burying, restarting,
 and the shutdown that a ``weakref.finalize`` runs over :class:`_Resources`
 (the processes, channels and shared segment, kept apart from the vec env so
-that the finalizer holds no reference to it). :class:`WorkerPool` is the
-base of :class:`~vecenv.ShmemVecEnv` that holds these methods; the state
+that the finalizer holds no reference to it). :class:`WorkerPool` holds these
+methods and :class:`WorkerStartup`, on top of it, the start-up at
+construction; both are bases of :class:`~vecenv.ShmemVecEnv`, and the state
 they read and write is the vec env's own (see its ``__init__``).
 """
 
@@ -235,184 +236,6 @@ class WorkerPool(EngineVecEnv):
     _write_actions: Any
     _write_exact: Any
     _split_actions: Any
-
-    @staticmethod
-    def _check_affinity(cpu_affinity, num_workers):
-        if cpu_affinity is None or cpu_affinity is False:
-            return None
-        if cpu_affinity is True:
-            try:
-                cores = sorted(os.sched_getaffinity(0))
-            except AttributeError:  # pragma: no cover
-                raise InvalidArgumentError(
-                    "cpu_affinity needs os.sched_setaffinity (Linux)"
-                ) from None
-        else:
-            try:
-                cores = [int(c) for c in cpu_affinity]
-            except (TypeError, ValueError):
-                raise InvalidArgumentError(
-                    f"cpu_affinity must be a bool or a list of core ids, got {cpu_affinity!r}"
-                ) from None
-            if not cores:
-                raise InvalidArgumentError("cpu_affinity is an empty list")
-            usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(cores)
-            bad = [c for c in cores if c not in usable]
-            if bad:
-                raise InvalidArgumentError(
-                    f"cpu_affinity has cores {bad} outside the usable cores {sorted(usable)}"
-                )
-        return [cores[w % len(cores)] for w in range(num_workers)]
-
-    def _start_workers(self, ctx, env_fns, daemon, start_timeout):
-        res = self._resources
-        self._specs = [
-            WorkerSpec(
-                index=w,
-                lo=lo,
-                hi=hi,
-                env_fns=cloudpickle.dumps(env_fns[lo:hi]),
-                parent_pid=os.getpid(),
-                spin_s=self.spin,
-                autoreset_mode=self.autoreset_mode,
-                check_rewards=self.check_rewards,
-                check_spaces=self.check_spaces,
-            )
-            for w, (lo, hi) in enumerate(self._ranges)
-        ]
-        try:
-            for w in range(len(self._ranges)):
-                self._spawn(w)
-            deadline = time.monotonic() + start_timeout
-            spaces = None
-            replies = self._await_started(deadline, start_timeout)
-            for w in range(len(self._ranges)):
-                _, obs_space, act_space, metadata = replies[w]
-                if spaces is None:
-                    spaces = (obs_space, act_space)
-                    self.metadata = metadata[0] if metadata else {}
-                elif self.check_spaces and spaces != (obs_space, act_space):
-                    lo = self._ranges[w][0]
-                    raise SpaceError(
-                        f"env {lo} has spaces ({obs_space}, {act_space}), env 0 has "
-                        f"({spaces[0]}, {spaces[1]}); all envs must share their spaces"
-                    )
-            self._spaces = spaces
-        except BaseException:
-            res.shutdown(timeout=1.0)
-            raise
-
-    def _await_started(self, deadline: float, start_timeout: float) -> Dict[int, tuple]:
-        """Wait for every worker's ("spaces", ...) message at once, keeping
-        their ("progress", env, activity) reports; log progress every
-        ``_START_REPORT_S`` seconds.
-
-        Raises
-        ------
-        WorkerError
-            A factory raised (the lowest env index among the reports read).
-        WorkerDiedError
-            A worker died while starting (names the factory it was inside).
-        VecEnvTimeoutError
-            ``deadline`` passed: names every worker that did not start.
-        """
-        res = self._resources
-        n = len(self._ranges)
-        replies: Dict[int, tuple] = {}
-        pending = set(range(n))
-        start = time.monotonic()
-        report_at = start + _START_REPORT_S
-        while pending:
-            now = time.monotonic()
-            if now >= deadline:
-                raise self._start_timed_out(sorted(pending), start_timeout)
-            if now >= report_at:
-                report_at += _START_REPORT_S
-                _log.warning(
-                    "ShmemVecEnv: %d of %d workers ready after %.0f s (start method %r); "
-                    "still starting: %s; start_timeout=%s s",
-                    n - len(pending),
-                    n,
-                    now - start,
-                    self._ctx.get_start_method(),
-                    "; ".join(f"worker {w} {self._starting(w)}" for w in sorted(pending)),
-                    start_timeout,
-                )
-            waitables: Dict[Any, int] = {res.chans[w]: w for w in pending}
-            waitables.update({res.procs[w].sentinel: w for w in pending})
-            ready = mp_connection.wait(
-                list(waitables), timeout=max(0.0, min(deadline, report_at) - now)
-            )
-            errors, died = [], []
-            for obj in ready:
-                w = waitables[obj]
-                if w not in pending:
-                    continue
-                chan = res.chans[w]
-                alive = chan.pump(0)
-                # Unsolicited start-up messages carry ref 0; a later one
-                # replaces an earlier one, and only the last matters.
-                msg = chan.replies.pop(0, None)
-                if msg is not None:
-                    if msg[0] == Msg.PROGRESS:
-                        self._progress[w] = (msg[1], msg[2])
-                    elif msg[0] == Msg.ERROR:
-                        errors.append(msg[1])
-                        pending.discard(w)
-                    else:
-                        self._progress.pop(w, None)
-                        replies[w] = msg
-                        pending.discard(w)
-                if w in pending and (not alive or res.procs[w].exitcode is not None):
-                    died.append(w)
-            if errors:
-                # As the env's own type too: `except NameNotFound` works.
-                first = min(errors, key=lambda p: p.get("env_index") or 0)
-                raise as_env_exception(self._worker_error(first))
-            if died:
-                raise self._died(min(died), "starting the workers")
-        return replies
-
-    def _starting(self, w: int) -> str:
-        """Where worker ``w`` is in its start-up, for messages."""
-        if w not in self._progress:
-            return "has not reached its env factories yet (the process is still booting)"
-        env, code = self._progress[w]
-        return f"is {Activity(code).describe(env)}"
-
-    def _start_timed_out(self, workers: List[int], start_timeout: float) -> VecEnvTimeoutError:
-        """The error for workers ``workers`` that did not start in time."""
-        method = self._ctx.get_start_method()
-        n = len(self._ranges)
-        where = "; ".join(
-            f"worker {w} (envs {list(range(*self._ranges[w]))}) {self._starting(w)}"
-            for w in workers
-        )
-        if method == "fork":
-            cause = (
-                "A forked worker that never starts usually inherited a lock that another "
-                "thread of this process held at the fork (logging, an import, a thread pool, "
-                "a BLAS, OpenMP or CUDA runtime): only the forking thread is copied, so the lock "
-                "is never released in the worker. Pass context='spawn' or context='forkserver' "
-                "(fresh processes), or start the vec env before other threads; if the "
-                "factories are only slow, raise start_timeout."
-            )
-        else:
-            cause = (
-                "The factories are stuck or slow (an import, a download, a model compile, a "
-                "server that does not answer): raise start_timeout if they are only slow."
-            )
-        first = next(
-            (self._progress[w][0] for w in workers if w in self._progress),
-            None,
-        )
-        envs = [i for w in workers for i in range(*self._ranges[w])]
-        return VecEnvTimeoutError(
-            f"ShmemVecEnv(): {len(workers)} of {n} workers did not start within "
-            f"start_timeout={start_timeout} s (start method {method!r}): {where}. {cause}",
-            env_indices=envs,
-            env_index=first,
-        )
 
     def _recv_started(self, w: int, deadline: Optional[float], what: str):
         """:meth:`_recv` for a starting worker: its ("progress", ...) reports
@@ -867,3 +690,187 @@ class WorkerPool(EngineVecEnv):
             if final is not None:
                 self._pickled_final[i] = final
         return info
+
+
+class WorkerStartup(WorkerPool):
+    """Base of ShmemVecEnv: starting the workers at construction (CPU
+    affinity, spawning all, waiting for their spaces with progress reports
+    and a start-up deadline)."""
+
+    @staticmethod
+    def _check_affinity(cpu_affinity, num_workers):
+        if cpu_affinity is None or cpu_affinity is False:
+            return None
+        if cpu_affinity is True:
+            try:
+                cores = sorted(os.sched_getaffinity(0))
+            except AttributeError:  # pragma: no cover
+                raise InvalidArgumentError(
+                    "cpu_affinity needs os.sched_setaffinity (Linux)"
+                ) from None
+        else:
+            try:
+                cores = [int(c) for c in cpu_affinity]
+            except (TypeError, ValueError):
+                raise InvalidArgumentError(
+                    f"cpu_affinity must be a bool or a list of core ids, got {cpu_affinity!r}"
+                ) from None
+            if not cores:
+                raise InvalidArgumentError("cpu_affinity is an empty list")
+            usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(cores)
+            bad = [c for c in cores if c not in usable]
+            if bad:
+                raise InvalidArgumentError(
+                    f"cpu_affinity has cores {bad} outside the usable cores {sorted(usable)}"
+                )
+        return [cores[w % len(cores)] for w in range(num_workers)]
+
+    def _start_workers(self, ctx, env_fns, daemon, start_timeout):
+        res = self._resources
+        self._specs = [
+            WorkerSpec(
+                index=w,
+                lo=lo,
+                hi=hi,
+                env_fns=cloudpickle.dumps(env_fns[lo:hi]),
+                parent_pid=os.getpid(),
+                spin_s=self.spin,
+                autoreset_mode=self.autoreset_mode,
+                check_rewards=self.check_rewards,
+                check_spaces=self.check_spaces,
+            )
+            for w, (lo, hi) in enumerate(self._ranges)
+        ]
+        try:
+            for w in range(len(self._ranges)):
+                self._spawn(w)
+            deadline = time.monotonic() + start_timeout
+            spaces = None
+            replies = self._await_started(deadline, start_timeout)
+            for w in range(len(self._ranges)):
+                _, obs_space, act_space, metadata = replies[w]
+                if spaces is None:
+                    spaces = (obs_space, act_space)
+                    self.metadata = metadata[0] if metadata else {}
+                elif self.check_spaces and spaces != (obs_space, act_space):
+                    lo = self._ranges[w][0]
+                    raise SpaceError(
+                        f"env {lo} has spaces ({obs_space}, {act_space}), env 0 has "
+                        f"({spaces[0]}, {spaces[1]}); all envs must share their spaces"
+                    )
+            self._spaces = spaces
+        except BaseException:
+            res.shutdown(timeout=1.0)
+            raise
+
+    def _await_started(self, deadline: float, start_timeout: float) -> Dict[int, tuple]:
+        """Wait for every worker's ("spaces", ...) message at once, keeping
+        their ("progress", env, activity) reports; log progress every
+        ``_START_REPORT_S`` seconds.
+
+        Raises
+        ------
+        WorkerError
+            A factory raised (the lowest env index among the reports read).
+        WorkerDiedError
+            A worker died while starting (names the factory it was inside).
+        VecEnvTimeoutError
+            ``deadline`` passed: names every worker that did not start.
+        """
+        res = self._resources
+        n = len(self._ranges)
+        replies: Dict[int, tuple] = {}
+        pending = set(range(n))
+        start = time.monotonic()
+        report_at = start + _START_REPORT_S
+        while pending:
+            now = time.monotonic()
+            if now >= deadline:
+                raise self._start_timed_out(sorted(pending), start_timeout)
+            if now >= report_at:
+                report_at += _START_REPORT_S
+                _log.warning(
+                    "ShmemVecEnv: %d of %d workers ready after %.0f s (start method %r); "
+                    "still starting: %s; start_timeout=%s s",
+                    n - len(pending),
+                    n,
+                    now - start,
+                    self._ctx.get_start_method(),
+                    "; ".join(f"worker {w} {self._starting(w)}" for w in sorted(pending)),
+                    start_timeout,
+                )
+            waitables: Dict[Any, int] = {res.chans[w]: w for w in pending}
+            waitables.update({res.procs[w].sentinel: w for w in pending})
+            ready = mp_connection.wait(
+                list(waitables), timeout=max(0.0, min(deadline, report_at) - now)
+            )
+            errors, died = [], []
+            for obj in ready:
+                w = waitables[obj]
+                if w not in pending:
+                    continue
+                chan = res.chans[w]
+                alive = chan.pump(0)
+                # Unsolicited start-up messages carry ref 0; a later one
+                # replaces an earlier one, and only the last matters.
+                msg = chan.replies.pop(0, None)
+                if msg is not None:
+                    if msg[0] == Msg.PROGRESS:
+                        self._progress[w] = (msg[1], msg[2])
+                    elif msg[0] == Msg.ERROR:
+                        errors.append(msg[1])
+                        pending.discard(w)
+                    else:
+                        self._progress.pop(w, None)
+                        replies[w] = msg
+                        pending.discard(w)
+                if w in pending and (not alive or res.procs[w].exitcode is not None):
+                    died.append(w)
+            if errors:
+                # As the env's own type too: `except NameNotFound` works.
+                first = min(errors, key=lambda p: p.get("env_index") or 0)
+                raise as_env_exception(self._worker_error(first))
+            if died:
+                raise self._died(min(died), "starting the workers")
+        return replies
+
+    def _starting(self, w: int) -> str:
+        """Where worker ``w`` is in its start-up, for messages."""
+        if w not in self._progress:
+            return "has not reached its env factories yet (the process is still booting)"
+        env, code = self._progress[w]
+        return f"is {Activity(code).describe(env)}"
+
+    def _start_timed_out(self, workers: List[int], start_timeout: float) -> VecEnvTimeoutError:
+        """The error for workers ``workers`` that did not start in time."""
+        method = self._ctx.get_start_method()
+        n = len(self._ranges)
+        where = "; ".join(
+            f"worker {w} (envs {list(range(*self._ranges[w]))}) {self._starting(w)}"
+            for w in workers
+        )
+        if method == "fork":
+            cause = (
+                "A forked worker that never starts usually inherited a lock that another "
+                "thread of this process held at the fork (logging, an import, a thread pool, "
+                "a BLAS, OpenMP or CUDA runtime): only the forking thread is copied, so the lock "
+                "is never released in the worker. Pass context='spawn' or context='forkserver' "
+                "(fresh processes), or start the vec env before other threads; if the "
+                "factories are only slow, raise start_timeout."
+            )
+        else:
+            cause = (
+                "The factories are stuck or slow (an import, a download, a model compile, a "
+                "server that does not answer): raise start_timeout if they are only slow."
+            )
+        first = next(
+            (self._progress[w][0] for w in workers if w in self._progress),
+            None,
+        )
+        envs = [i for w in workers for i in range(*self._ranges[w])]
+        return VecEnvTimeoutError(
+            f"ShmemVecEnv(): {len(workers)} of {n} workers did not start within "
+            f"start_timeout={start_timeout} s (start method {method!r}): {where}. {cause}",
+            env_indices=envs,
+            env_index=first,
+        )

@@ -3,8 +3,9 @@
 This module is the state machine and the two step APIs (``step_async`` /
 ``step_wait`` and ``send`` / ``recv``) with ``reset`` and construction. Its
 bases hold the rest: :class:`vecenv._collect.Collector` (waiting, reading
-results and errors, per-env messages, calls), :class:`vecenv._pool.WorkerPool`
-(the worker processes, their transport and faults) and
+results and errors, per-env messages, calls), :class:`vecenv._pool.WorkerStartup`
+and :class:`vecenv._pool.WorkerPool` (the worker processes, their start-up,
+transport and faults) and
 :class:`vecenv._engine.EngineVecEnv` (the guard, seeds, indices, call verbs).
 The parent owns the worker processes, the shared block and the state machine.
 Observations, actions, rewards and done flags live in shared memory; on the
