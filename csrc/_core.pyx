@@ -65,6 +65,15 @@ import numpy as np
 
 cimport numpy as cnp
 
+from _protocol cimport (
+    OP_NONE as C_OP_NONE,
+    OP_RESET as C_OP_RESET,
+    OP_STEP as C_OP_STEP,
+    STATUS_ERROR as C_STATUS_ERROR,
+    STATUS_INFO as C_STATUS_INFO,
+    STATUS_OK as C_STATUS_OK,
+)
+
 cnp.import_array()
 
 
@@ -103,14 +112,19 @@ cdef extern from *:
 # True in a build made with VECENV_DEBUG=1 (setup.py): bounds checks, -O0 -g.
 DEBUG_BUILD = bool(VE_DEBUG_BUILD)
 
-# Op codes written by the parent into op[env].
-OP_NONE = 0
-OP_STEP = 1
-OP_RESET = 2
-# Status codes written by a worker into status[env] before publishing.
-STATUS_OK = 0
-STATUS_INFO = 1   # a message for this env (info dict) is on the worker's pipe
-STATUS_ERROR = 2  # an error report for this env is on the worker's pipe
+# Op codes written by the parent into op[env], and status codes written by a
+# worker into status[env] before publishing: the cdef enums of
+# csrc/_protocol.pxd, the values of vecenv._protocol.Op and .Status.
+OP_STEP = C_OP_STEP
+OP_RESET = C_OP_RESET
+STATUS_OK = C_STATUS_OK
+STATUS_INFO = C_STATUS_INFO   # a message for this env (info dict) is on the worker's pipe
+STATUS_ERROR = C_STATUS_ERROR  # an error report for this env is on the worker's pipe
+# The C side's table, for the test that it equals vecenv._protocol's.
+PROTOCOL = {
+    "Op": {"NONE": C_OP_NONE, "STEP": C_OP_STEP, "RESET": C_OP_RESET},
+    "Status": {"OK": C_STATUS_OK, "INFO": C_STATUS_INFO, "ERROR": C_STATUS_ERROR},
+}
 
 cdef enum:
     HEADER_BYTES = 256
@@ -390,7 +404,7 @@ cdef class Control:
             ve_fence()  # actions written before this call are visible before the ops
             # Status first: a worker already awake may take an op as soon as it
             # is written and publish a status that a later clear would wipe.
-            memset(self.status, 0, <size_t>self.num_envs)
+            memset(self.status, C_STATUS_OK, <size_t>self.num_envs)
             if self.inflight != NULL:
                 memset(self.inflight, 1, <size_t>self.num_envs)
             ve_fence()
@@ -413,7 +427,7 @@ cdef class Control:
             memset(self.touched, 0, <size_t>self.num_workers)
             for i in range(n):  # status first, as in dispatch_all
                 e = ids[i]
-                self.status[e] = 0
+                self.status[e] = C_STATUS_OK
                 self.touched[self.env_worker[e]] = 1
                 if self.inflight != NULL:
                     self.inflight[e] = 1
@@ -633,8 +647,8 @@ cdef class Control:
         cdef uint32_t* s
         with nogil:
             for i in range(lo, hi):
-                self.op[i] = 0
-                self.status[i] = 0
+                self.op[i] = C_OP_NONE
+                self.status[i] = C_STATUS_OK
                 if self.inflight != NULL:
                     self.inflight[i] = 0
                 if self.ready[i]:
@@ -655,8 +669,8 @@ cdef class Control:
         cdef uint8_t o
         for i in range(lo, hi):
             o = self.op[i]
-            if o:
-                self.op[i] = 0
+            if o != C_OP_NONE:
+                self.op[i] = C_OP_NONE
                 out.append((i, o))
         if out:
             # Order the op reads before the caller's next loads (message_seq,

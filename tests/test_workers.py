@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 import vecenv
-from vecenv import shmem_vec_env
+from vecenv import _pool
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -233,7 +233,7 @@ def test_a_lock_held_by_a_parent_thread_at_fork_gives_a_clear_start_error(
 ):
     lock = threading.Lock()
     monkeypatch.setattr(threading, "_vecenv_test_lock", lock, raising=False)
-    monkeypatch.setattr(shmem_vec_env, "_START_REPORT_S", 0.5)
+    monkeypatch.setattr(_pool, "_START_REPORT_S", 0.5)  # the pool starts workers
     release = threading.Event()
 
     def hold():

@@ -34,6 +34,9 @@ needs to be drained or resynchronised: stale ones are overwritten or dropped.
 
 Message kinds (tuples; ``kind`` first)
 --------------------------------------
+Each kind is a member of :class:`vecenv._protocol.Msg` (written below by its
+lowercased name: ``"attach"`` is ``Msg.ATTACH``).
+
 Parent -> worker (``ref`` = the request's number; the worker handles them in
 order and answers with the same ``ref``):
 
@@ -93,6 +96,8 @@ import struct
 import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Optional, Tuple
+
+from vecenv._protocol import Msg
 
 _HEADER = struct.Struct("<QQ")  # body length in bytes, ref
 _SCRATCH = 1 << 16  # bytes read per syscall for small frames
@@ -179,7 +184,7 @@ class _Stream:
                 self._feed(memoryview(view)[:n])
             else:
                 self._body_got += n
-                if self._body_got == len(body):
+                if body is not None and self._body_got == len(body):
                     self._finish()
             if n < len(view):
                 return  # the socket is (very likely) empty: skip an EAGAIN read
@@ -210,7 +215,7 @@ class _Stream:
                 self._finish()
 
     def _finish(self) -> None:
-        ref, body = self._ref, self._body
+        ref, body = self._ref, self._body or bytearray()  # None only if empty
         self._body = None
         self._body_got = 0
         self.moved += 1
@@ -281,7 +286,7 @@ class ParentChannel(_Stream):
 
     def _on_frame(self, ref: int, body: bytearray) -> None:
         msg = pickle.loads(body)
-        if msg[0] == "round":
+        if msg[0] == Msg.ROUND:
             _, infos, errors = msg
             for env, info in infos.items():
                 self.rounds[env] = (ref, "info", info)

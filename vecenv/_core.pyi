@@ -14,13 +14,13 @@ import numpy.typing as npt
 DEBUG_BUILD: bool
 
 # Op codes the parent writes into op[env].
-OP_NONE: int
 OP_STEP: int
 OP_RESET: int
 # Status codes a worker writes into status[env] before publishing.
 STATUS_OK: int
 STATUS_INFO: int
 STATUS_ERROR: int
+PROTOCOL: dict[str, dict[str, int]]
 
 def control_nbytes(num_envs: int, num_workers: int) -> int:
     """Size in bytes of the control region (a multiple of 64).

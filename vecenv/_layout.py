@@ -331,7 +331,7 @@ def make_action_writer(leaves: Sequence[Leaf], space: spaces.Space, argname: str
         outside a Discrete/MultiDiscrete/MultiBinary range.
     """
     flatten = make_flattener(space)
-    checks = []
+    checks: List[Tuple[str, Any, Any]] = []  # (kind, low, high) per leaf
     for leaf in leaves:
         s = leaf.space
         if isinstance(s, spaces.Discrete):
@@ -522,7 +522,7 @@ def stack_actions(space: spaces.Space, per_env: Sequence[Any]):
     """
     from gymnasium.vector.utils import concatenate, create_empty_array
 
-    out = create_empty_array(space, len(per_env), fn=np.zeros)
+    out: Any = create_empty_array(space, len(per_env), fn=np.zeros)
     try:
         return concatenate(space, list(per_env), out)
     except (TypeError, ValueError, KeyError, IndexError) as exc:

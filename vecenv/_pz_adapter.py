@@ -143,7 +143,7 @@ def _obs_writer(agent_space: spaces.Space, agent_spaces_: List[spaces.Space], bu
     if len(bufs) == 1 and isinstance(agent_space, spaces.Box):
         buf = bufs[0]
         pads = [
-            None if s.shape == agent_space.shape else tuple(slice(0, d) for d in s.shape)
+            None if s.shape == agent_space.shape else tuple(slice(0, d) for d in s.shape or ())
             for s in agent_spaces_
         ]
         if all(p is None for p in pads):
@@ -182,7 +182,9 @@ def _obs_writer(agent_space: spaces.Space, agent_spaces_: List[spaces.Space], bu
 def _action_reader(agent_space: spaces.Space, agent_spaces_: List[spaces.Space]):
     """``read(batch, j)``: agent ``j``'s action out of the batched action."""
     if isinstance(agent_space, spaces.Discrete):
-        limits = [int(s.n) - 1 if isinstance(s, spaces.Discrete) else None for s in agent_spaces_]
+        limits: List[Any] = [
+            int(s.n) - 1 if isinstance(s, spaces.Discrete) else None for s in agent_spaces_
+        ]
         start = int(agent_space.start)
         if all(lim == int(agent_space.n) - 1 for lim in limits):
             return lambda batch, j: int(batch[j])
@@ -190,7 +192,7 @@ def _action_reader(agent_space: spaces.Space, agent_spaces_: List[spaces.Space])
         return lambda batch, j: min(int(batch[j]) - start, limits[j]) + start
     if isinstance(agent_space, spaces.Box):
         slices = [
-            None if s.shape == agent_space.shape else tuple(slice(0, d) for d in s.shape)
+            None if s.shape == agent_space.shape else tuple(slice(0, d) for d in s.shape or ())
             for s in agent_spaces_
         ]
         if all(p is None for p in slices):
@@ -268,7 +270,7 @@ class ParallelEnvAdapter(gymnasium.Env):
         n = len(agents)
         self._index = {a: j for j, a in enumerate(agents)}
         obs_batched = batch_space(obs_space, n)
-        flag = spaces.Box(0, 1, (n,), np.bool_)
+        flag = spaces.Box(0, 1, (n,), np.bool_)  # type: ignore[arg-type]  # stub too narrow
         leaves = {
             "obs": obs_batched,
             "mask": flag,

@@ -39,18 +39,17 @@ import signal
 import sys
 import traceback
 from dataclasses import dataclass
-from multiprocessing import parent_process
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from vecenv import _core, _layout, _shm
 from vecenv._channel import WorkerChannel
+from vecenv._protocol import Autoreset, Msg, Op, Status
 
 # How often an idle worker checks that its parent is still alive (seconds).
 PARENT_CHECK_S = 0.25
 
-AUTORESET_MODES = ("sb3", "next_step", "same_step", "disabled")
 
 # With autoreset_mode="sb3", the info of an env whose episode ended carries the
 # info of its automatic reset under this key; the parent pops it into
@@ -124,6 +123,11 @@ class Activity(enum.IntEnum):
 
 # Plain ints for the step path (an enum member costs a lookup of ~0.1 us).
 _STEP, _RESET, _AUTORESET = int(Activity.STEP), int(Activity.RESET), int(Activity.AUTORESET)
+# The protocol's codes as plain ints, for the step path (vecenv._protocol).
+_OP_STEP, _OP_RESET = int(Op.STEP), int(Op.RESET)
+_ST_OK, _ST_INFO, _ST_ERROR = int(Status.OK), int(Status.INFO), int(Status.ERROR)
+_ROUND = int(Msg.ROUND)  # a round message goes out after every step with infos
+_SB3, _SAME_STEP, _NEXT_STEP = Autoreset.SB3, Autoreset.SAME_STEP, Autoreset.NEXT_STEP
 
 # The activity of each kind of call message ("call", what, ...).
 _CALL_ACTIVITY = {
@@ -243,7 +247,6 @@ class _Parent:
     def __init__(self, pid: int):
         self.pid = pid
         self.ppid = os.getppid()
-        self.proc = parent_process()
 
     def alive(self) -> bool:
         if os.getppid() != self.ppid:
@@ -303,20 +306,20 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
     # kills the process is then named by the parent.
     torch_before = "torch" in sys.modules
     reseed_globals(seed_sequence(None))
-    if not _send(conn, ("progress", None, int(Activity.UNPICKLE))):
+    if not _send(conn, (Msg.PROGRESS, None, int(Activity.UNPICKLE))):
         return
     try:
         fns = pickle.loads(spec.env_fns)
     except BaseException as exc:
-        _send(conn, ("error", error_payload(exc, spec.lo, "unpickling the env factories")))
+        _send(conn, (Msg.ERROR, error_payload(exc, spec.lo, "unpickling the env factories")))
         return
     for k, fn in enumerate(fns):
-        if not _send(conn, ("progress", spec.lo + k, int(Activity.CREATE))):
+        if not _send(conn, (Msg.PROGRESS, spec.lo + k, int(Activity.CREATE))):
             return
         try:
             envs.append(to_gymnasium(fn()))
         except BaseException as exc:
-            _send(conn, ("error", error_payload(exc, spec.lo + k, "creating the env")))
+            _send(conn, (Msg.ERROR, error_payload(exc, spec.lo + k, "creating the env")))
             return
     if not torch_before and "torch" in sys.modules:  # a factory imported torch
         reseed_globals(seed_sequence(None), torch_only=True)
@@ -325,18 +328,18 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
         if spec.check_spaces and (
             env.observation_space != obs_space or env.action_space != act_space
         ):
-            exc = ValueError(
+            mismatch = ValueError(
                 f"env {spec.lo + k} has spaces ({env.observation_space}, {env.action_space}), "
                 f"env {spec.lo} has ({obs_space}, {act_space}); all envs must share their spaces"
             )
-            _send(conn, ("error", error_payload(exc, spec.lo + k, "checking spaces")))
+            _send(conn, (Msg.ERROR, error_payload(mismatch, spec.lo + k, "checking spaces")))
             return
-    if not _send(conn, ("spaces", obs_space, act_space, [_metadata(e) for e in envs[:1]])):
+    if not _send(conn, (Msg.SPACES, obs_space, act_space, [_metadata(e) for e in envs[:1]])):
         return
 
     # 2. Attach to the shared block.
     msg = _recv(conn, parent)
-    if msg is None or msg[0] != "attach":
+    if msg is None or msg[0] != Msg.ATTACH:
         return
     _, handle, layout, reset_ids = msg
     block = _shm.attach(handle, layout.nbytes)
@@ -353,10 +356,10 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
             except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
-                _send(conn, ("error", error_payload(exc, i, "reset after a restart")))
+                _send(conn, (Msg.ERROR, error_payload(exc, i, "reset after a restart")))
                 return
         loop.ctrl.leave(spec.index)
-        if not _send(conn, ("attached", os.getpid(), infos)):
+        if not _send(conn, (Msg.ATTACHED, os.getpid(), infos)):
             return
         loop.run()
     finally:
@@ -388,7 +391,7 @@ class _Loop:
         self.final_writer = _core.LeafWriter(final) if final else None
         obs_space, act_space = envs[0].observation_space, envs[0].action_space
         self.flatten_obs = _layout.make_flattener(obs_space)
-        self.read_action = (
+        self.read_action: Any = (
             None
             if layout.actions_pickled
             else _layout.make_action_reader(layout.action_leaves, act_space, acts)
@@ -400,7 +403,7 @@ class _Loop:
         self.obs_leaves = layout.obs_leaves
         self.reset_kwargs: Dict[int, Dict[str, Any]] = {}
         self.needs_reset = [False] * len(envs)  # next_step autoreset
-        self.mode = spec.autoreset_mode
+        self.mode = Autoreset(spec.autoreset_mode)
         self.check_rewards = spec.check_rewards
         self._views = (acts, obs, rew, term, trunc, final)
         # A restarted worker picks up the counters where its predecessor left
@@ -461,9 +464,11 @@ class _Loop:
         # The slot names the env being run (a crash or a timeout blames it);
         # the next env's enter overwrites it, and the round ends with a leave.
         enter = self.ctrl.enter
+        # Plain ints in locals: no enum attribute lookup per env-step.
+        op_step, st_ok, st_info, st_error = _OP_STEP, _ST_OK, _ST_INFO, _ST_ERROR
         for i, op in ops:
             try:
-                if op == _core.OP_STEP:
+                if op == op_step:
                     enter(w, i, _STEP)
                     info = self._step(i, i - lo)
                 else:
@@ -472,27 +477,27 @@ class _Loop:
             except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
-                where = "step" if op == _core.OP_STEP else "reset"
+                where = "step" if op == op_step else "reset"
                 errors[i] = error_payload(exc, i, where)
-                statuses.append(_core.STATUS_ERROR)
+                statuses.append(st_error)
             else:
                 if info:
                     infos[i] = info
-                    statuses.append(_core.STATUS_INFO)
+                    statuses.append(st_info)
                 else:
-                    statuses.append(_core.STATUS_OK)
+                    statuses.append(st_ok)
             done_envs.append(i)
         self.ctrl.leave(w)
         msg = None
         if infos or errors:
-            msg = ("round", infos, errors)
+            msg = (_ROUND, infos, errors)
             try:
                 payload = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:
                 for i in list(infos):
                     errors[i] = error_payload(exc, i, "pickling the info dict")
-                    statuses[done_envs.index(i)] = _core.STATUS_ERROR
-                payload = pickle.dumps(("round", {}, errors), protocol=pickle.HIGHEST_PROTOCOL)
+                    statuses[done_envs.index(i)] = st_error
+                payload = pickle.dumps((_ROUND, {}, errors), protocol=pickle.HIGHEST_PROTOCOL)
         ticket = self.ctrl.publish(done_envs, statuses, self.spec.index)
         if msg is not None:
             # After the publish: the parent reads it for the envs it collected
@@ -503,7 +508,7 @@ class _Loop:
         """Reseed the global generators from the first seed among this
         round's resets (a seeded run then draws the same numbers again)."""
         for i, op in ops:
-            if op == _core.OP_RESET:
+            if op == _OP_RESET:
                 seed = (self.reset_kwargs.get(i) or {}).get("seed")
                 if seed is not None:
                     reseed_globals(seed_sequence(seed))
@@ -550,7 +555,7 @@ class _Loop:
             mode = self.mode
             # The final observation is copied before reset(): an env may reuse
             # (and reset overwrite) the array it returned.
-            if mode == "sb3":
+            if mode is _SB3:
                 # The last observation goes to its shared row (copied before
                 # reset(), which may overwrite the env's array); the parent
                 # adds "terminal_observation" and "TimeLimit.truncated", so
@@ -560,13 +565,13 @@ class _Loop:
                 obs, reset_info = env.reset()
                 if reset_info:
                     info = {**info, RESET_INFO_KEY: reset_info}
-            elif mode == "same_step":
+            elif mode is _SAME_STEP:
                 final_obs, final_info = copy.deepcopy(obs), info
                 self.ctrl.enter(self.spec.index, i, _AUTORESET)
                 obs, reset_info = env.reset()
                 # gymnasium's layout: final_info, final_obs, then the reset info's keys.
                 info = {"final_info": final_info, "final_obs": final_obs, **reset_info}
-            elif mode == "next_step":
+            elif mode is _NEXT_STEP:
                 self.needs_reset[k] = True
         pickled = self._write_obs(i, obs)
         self.rewards[i] = reward
@@ -579,7 +584,7 @@ class _Loop:
         # A reset is never preceded by a legitimate pipe action for its env:
         # drop one left by an interrupted step_async.
         self.pipe_actions.pop(i, None)
-        if self.mode != "sb3":  # gymnasium's vector envs always pass both keywords
+        if self.mode is not _SB3:  # gymnasium's vector envs always pass both keywords
             kwargs = {"seed": kwargs.get("seed"), "options": kwargs.get("options")}
         self.needs_reset[k] = False
         obs, info = self.envs[k].reset(**kwargs)
@@ -593,24 +598,24 @@ class _Loop:
     def handle_message(self, msg) -> bool:
         """Handle one parent message; False means exit."""
         kind = msg[0]
-        if kind == "close":
+        if kind == Msg.CLOSE:
             for env in self.envs:
                 try:
                     env.close()
                 except Exception:
                     pass
             self.envs.clear()
-            _send(self.conn, ("closed",))
+            _send(self.conn, (Msg.CLOSED,))
             return False
-        if kind == "reset_kwargs":
+        if kind == Msg.RESET_KWARGS:
             self.reset_kwargs.update(msg[1])
             return True
-        if kind == "actions":  # {env index: action} for their next step
+        if kind == Msg.ACTIONS:  # {env index: action} for their next step
             self.pipe_actions.update(msg[1])
             return True
-        if kind == "sync":  # the parent drops every message sent before this reply
-            return _send(self.conn, ("synced", msg[1]))
-        if kind == "call":
+        if kind == Msg.SYNC:  # the parent drops every message sent before this reply
+            return _send(self.conn, (Msg.SYNCED, msg[1]))
+        if kind == Msg.CALL:
             _, what, name, args, kwargs, env_ids = msg
             results = []
             for i in env_ids:
@@ -622,12 +627,12 @@ class _Loop:
                         raise
                     results.append(("error", error_payload(exc, i, f"{what}({name!r})")))
             try:
-                return _send(self.conn, ("result", results))
+                return _send(self.conn, (Msg.RESULT, results))
             except Exception as exc:  # unpicklable result
                 err = error_payload(
                     exc, env_ids[0] if env_ids else None, f"sending {what}({name!r})"
                 )
-                return _send(self.conn, ("result", [("error", err)] * len(env_ids)))
+                return _send(self.conn, (Msg.RESULT, [("error", err)] * len(env_ids)))
         raise RuntimeError(f"unknown message {kind!r} from the parent")
 
     def _call(self, env, what, name, args, kwargs):

@@ -138,6 +138,8 @@ def _import(name: str):
             raise ValueError(f"ENV names the file {name!r}, which does not exist")
         mod_name = "_vecenv_bench_" + os.path.splitext(os.path.basename(path))[0]
         spec = importlib.util.spec_from_file_location(mod_name, path)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"ENV names the file {name!r}, which Python cannot import")
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
         spec.loader.exec_module(module)
@@ -323,6 +325,11 @@ def fmt_rate(x: Optional[float]) -> str:
     return f"{x:.0f}"
 
 
+def _rate(r: Result) -> float:
+    """``r``'s env-steps/s, 0.0 when it was not measured."""
+    return r.env_steps_per_s or 0.0
+
+
 def recommend(results: Sequence[Result], code: Optional[Callable[[int], str]] = None) -> List[str]:
     """The conclusion for this machine, as lines of text.
 
@@ -334,19 +341,15 @@ def recommend(results: Sequence[Result], code: Optional[Callable[[int], str]] = 
     ok = [r for r in results if r.env_steps_per_s]
     if not ok:
         return ["nothing could be measured: see the errors above"]
-    best = max(ok, key=lambda r: r.env_steps_per_s)
+    best = max(ok, key=_rate)
     ours = [r for r in ok if r.name == "vecenv"]
     sync = next((r for r in ok if r.name == GYM_SYNC), None)
     gasync = next((r for r in ok if r.name == GYM_ASYNC), None)
     lines = [f"fastest: {best.label}, {fmt_rate(best.env_steps_per_s)} env-steps/s"]
     if ours:
-        v = max(ours, key=lambda r: r.env_steps_per_s)
+        v = max(ours, key=_rate)
         w = v.options["num_workers"]
-        vs = (
-            f", {v.env_steps_per_s / gasync.env_steps_per_s:.1f}x gymnasium AsyncVectorEnv"
-            if gasync
-            else ""
-        )
+        vs = f", {_rate(v) / _rate(gasync):.1f}x gymnasium AsyncVectorEnv" if gasync else ""
         lines.append(
             f"vecenv: use num_workers={w} ({v.options['envs_per_worker']} envs per worker): "
             f"{fmt_rate(v.env_steps_per_s)} env-steps/s{vs}"
@@ -354,7 +357,7 @@ def recommend(results: Sequence[Result], code: Optional[Callable[[int], str]] = 
         if code is not None:
             lines.append(f"  {code(w)}")
         if sync is not None:
-            ratio = sync.env_steps_per_s / v.env_steps_per_s
+            ratio = _rate(sync) / _rate(v)
             if ratio >= AS_FAST:
                 why = (
                     "this env steps too cheaply for worker processes to pay off here"

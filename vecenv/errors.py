@@ -61,7 +61,11 @@ class WorkerError(VecEnvError, RuntimeError):
         Qualified name of the exception type raised in the worker.
     worker_traceback : str
         The formatted traceback from the worker process.
+    errors : dict of int to WorkerError
+        Set when several envs failed in one step: env index -> its error.
     """
+
+    errors: Dict[int, WorkerError]
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ import copy as copy_module
 import enum
 import importlib
 import multiprocessing
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from gymnasium import Space, logger
@@ -29,6 +29,8 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
+from vecenv._engine import State
+from vecenv._options import ENGINE_OPTIONS
 from vecenv.errors import (
     ActionTypeError,
     ClosedError,
@@ -39,7 +41,7 @@ from vecenv.errors import (
     WorkerError,
 )
 from vecenv.errors import as_env_exception as _as_env_exception
-from vecenv.shmem_vec_env import ShmemVecEnv, State, autoreset_mode_name
+from vecenv.shmem_vec_env import ShmemVecEnv, autoreset_mode_name
 
 __all__ = [
     "AlreadyPendingCallError",
@@ -147,18 +149,17 @@ _AUTORESET_NAMES = {
 }
 _AUTORESET_MODES = {name: mode for mode, name in _AUTORESET_NAMES.items()}
 
-_ENGINE_KEYS = (
-    "num_workers",
-    "envs_per_worker",
-    "timeout",
-    "start_timeout",
-    "spin",
-    "cpu_affinity",
-    "on_worker_death",
-    "max_restarts",
-    "check_rewards",
-    "check_actions",
+# The engine options a user may pass through: all but those this drop-in sets.
+_SET_HERE = (
+    "batch_size",
+    "context",
+    "copy",
+    "autoreset_mode",
+    "daemon",
+    "pickled_leaves",
+    "check_spaces",
 )
+_ENGINE_KEYS = tuple(k for k in ENGINE_OPTIONS if k not in _SET_HERE)
 
 
 class AsyncVectorEnv(VectorEnv):
@@ -265,7 +266,9 @@ class AsyncVectorEnv(VectorEnv):
         max_concurrency: Optional[int] = None,
         **engine_options: Any,
     ):
-        self._venv: Optional[ShmemVecEnv] = None
+        # The engine; None before it starts and after close() (every use is
+        # behind _assert_is_running).
+        self._venv: ShmemVecEnv = None  # type: ignore[assignment]
         self._state = _Pending.DEFAULT
         self._pending_call: Any = None
         self.num_envs = len(env_fns) if hasattr(env_fns, "__len__") else 0  # for repr()
@@ -506,12 +509,13 @@ class AsyncVectorEnv(VectorEnv):
     ) -> None:
         """Start :meth:`reset` (same arguments); :meth:`reset_wait` collects it."""
         self._assert_is_running()
+        seeds: List[Optional[int]]
         if seed is None:
             seeds = [None] * self.num_envs
         elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             seeds = [int(seed) + i for i in range(self.num_envs)]
         else:
-            seeds = list(seed)
+            seeds = list(seed)  # type: ignore[arg-type]  # a bool raises TypeError here
         if len(seeds) != self.num_envs:
             raise InvalidArgumentError(
                 "If seeds are passed as a list the length must match num_envs="
@@ -711,13 +715,13 @@ class AsyncVectorEnv(VectorEnv):
         """Each env's ``render()`` (a tuple of frames, one per env)."""
         return self.call("render")
 
-    @property
-    def np_random_seed(self) -> Tuple[Any, ...]:
+    @property  # per env, as gymnasium's AsyncVectorEnv: not the base's one value
+    def np_random_seed(self) -> Tuple[Any, ...]:  # type: ignore[override]
         """Each env's ``np_random_seed``."""
         return self.get_attr("np_random_seed")
 
-    @property
-    def np_random(self) -> Tuple[np.random.Generator, ...]:
+    @property  # type: ignore[misc]  # per env, as gymnasium's AsyncVectorEnv
+    def np_random(self) -> Tuple[np.random.Generator, ...]:  # type: ignore[override]
         """Each env's ``np_random`` generator (copies from the workers)."""
         return self.get_attr("np_random")
 
@@ -742,7 +746,7 @@ class AsyncVectorEnv(VectorEnv):
                     except (WaitTimeoutError, WorkerError, StateError):
                         terminate = True
         finally:
-            self._venv = None
+            self._venv = None  # type: ignore[assignment]
             self._state = _Pending.DEFAULT
             self._pending_call = None
             if terminate:

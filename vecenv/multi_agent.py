@@ -28,6 +28,7 @@ from gymnasium.vector.utils import batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
 from vecenv import _layout
+from vecenv._engine import EngineVecEnv
 from vecenv._pz_adapter import INFO_AGENTS, INFO_FINAL, RESET_WHEN, AdapterFactory
 from vecenv.errors import ClosedError, InvalidArgumentError, SpaceError, StateError, WorkerError
 
@@ -170,6 +171,7 @@ class MultiAgentVecEnv(VectorEnv):
             "final_obs": bool(final_obs),
         }
         factories = [AdapterFactory(fn, options) for fn in fns]
+        engine: EngineVecEnv
         try:
             if backend == "shmem":
                 engine = ShmemVecEnv(
@@ -258,7 +260,7 @@ class MultiAgentVecEnv(VectorEnv):
         """Agent-row actions (k * max_agents, ...) as the engine's (k, max_agents, ...)."""
         a = self.max_agents
         if self._discrete is not None:
-            return self._discrete_actions(actions, k)
+            return self._discrete_actions(actions, k, self._discrete)
         try:
             leaves = self._act_flatten(actions)
         except ValueError as exc:
@@ -277,10 +279,10 @@ class MultiAgentVecEnv(VectorEnv):
             out.append(arr.reshape(k, a, *arr.shape[1:]))
         return self._act_unflatten(out)
 
-    def _discrete_actions(self, actions, k: int) -> np.ndarray:
+    def _discrete_actions(self, actions, k: int, bounds: Tuple[int, int]) -> np.ndarray:
         """Discrete agents: (k * max_agents,) ints checked against the space
         (the engine's action leaf is an int64 Box that it only copies)."""
-        lo, hi = self._discrete
+        lo, hi = bounds
         arr = np.asarray(actions)
         rows = k * self.max_agents
         if arr.shape != (rows,):
@@ -334,9 +336,9 @@ class MultiAgentVecEnv(VectorEnv):
             rew, term, trunc = rew.copy(), term.copy(), trunc.copy()
         if len(restarted) or any(env_infos):
             restarted_set = {int(p) for p in restarted}
-            for pos, info in enumerate(env_infos):
-                if info or pos in restarted_set:
-                    raw.append((pos * a, info, pos in restarted_set))
+            for j, info in enumerate(env_infos):
+                if info or j in restarted_set:
+                    raw.append((j * a, info, j in restarted_set))
         self.mask = mask.copy() if copy else mask
         if ids is None:
             self._alive.reshape(-1)[:] = mask

@@ -1,15 +1,18 @@
 """RayVecEnv: vectorized envs spread over the nodes of a Ray cluster.
 
-Runs in the parent (the learner's process, a Ray driver) and, for
-:class:`_EnvActor`, inside Ray actor processes. Each actor hosts a local
+Runs in the parent (the learner's process, a Ray driver); the actor side,
+:class:`vecenv._ray_actors._EnvActor`, runs inside Ray actor processes. Each actor hosts a local
 :class:`~vecenv.ShmemVecEnv` of its contiguous share of the envs, so within a
 node the shared-memory engine does the stepping and only one batch of arrays
 per actor crosses the network per step. The parent submits one task per actor
 and then waits for all of them (lockstep) or for the first ones that finish
 (``send``/``recv``), so actors on different nodes step concurrently.
 
-Ray is an optional dependency (``pip install vecenv[ray]``); this is the only
-vecenv module that imports it. The idea of one vectorized env per remote worker
+Ray is an optional dependency (``pip install vecenv[ray]``); only this module
+and :mod:`vecenv._ray_actors` (the actor side, and :class:`ActorPool`, the base
+of RayVecEnv that starts the actors and turns their failures into vecenv
+errors) import it. RayVecEnv, like ShmemVecEnv, is an
+:class:`vecenv._engine.EngineVecEnv`. The idea of one vectorized env per remote worker
 comes from RLlib's ``EnvRunner`` groups and tianshou's ``RayVectorEnv`` (which
 hosts one env per actor); here the unit is an actor running a whole
 ``ShmemVecEnv``, and Ray's actor restart is used to replace a dead actor.
@@ -28,169 +31,38 @@ Protocol invariants:
 
 from __future__ import annotations
 
-import os
-import time
-import traceback
-import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-try:
-    import ray
-    import ray.exceptions as ray_exc
-    from ray.util.placement_group import placement_group, remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError(
-        f"vecenv.ray needs Ray ({_exc}): install it with `pip install vecenv[ray]`"
-    ) from _exc
+from vecenv._engine import State
+from vecenv._layout import flatten_space, make_action_writer, make_unflattener
+from vecenv._options import check_seconds
+from vecenv._protocol import AUTORESET_MODES
 
-from vecenv import errors as _errors
-from vecenv._layout import flatten_space, make_action_writer, make_flattener, make_unflattener
-from vecenv._worker import AUTORESET_MODES
-from vecenv.base import Indices, VecEnv, check_batch_size, check_env_ids
+# Without Ray installed, this import raises the ImportError that says how to get it.
+from vecenv._ray_actors import (
+    _PLACEMENT_STRATEGIES,
+    ActorPool,
+    _release,
+    _Resources,
+    ray,
+    ray_exc,
+)
+from vecenv.base import Indices, check_batch_size, check_env_ids
 from vecenv.errors import (
     InvalidArgumentError,
-    RemoteTraceback,
     SpaceError,
     StateError,
     VecEnvTimeoutError,
-    WorkerDiedError,
-    WorkerError,
 )
-from vecenv.shmem_vec_env import ShmemVecEnv, State, plan_workers
+from vecenv.shmem_vec_env import ShmemVecEnv
 
 __all__ = ["RayVecEnv"]
 
-_PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
-# Keys the RayVecEnv sets itself on every actor.
-_RESERVED_ACTOR_KEYS = ("max_restarts", "max_task_retries")
 # ShmemVecEnv arguments the actor sets itself.
-_RESERVED_VEC_KEYS = ("batch_size", "copy", "autoreset_mode")
-
-
-# ---------------------------------------------------------------- actor side
-def _error_payload(exc: BaseException) -> Dict[str, Any]:
-    """A picklable description of ``exc`` raised in an actor (indices local)."""
-    cls = type(exc).__name__
-    if not isinstance(exc, _errors.VecEnvError) or not hasattr(_errors, cls):
-        cls = "WorkerError"
-    return {
-        "cls": cls,
-        "message": str(exc),
-        "env_index": getattr(exc, "env_index", None),
-        "env_indices": tuple(getattr(exc, "env_indices", ()) or ()),
-        "exc_type": getattr(exc, "exc_type", "")
-        or f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "traceback": getattr(exc, "worker_traceback", "")
-        or "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-        "exitcode": getattr(exc, "exitcode", None),
-    }
-
-
-class _EnvActor:
-    """Runs inside a Ray actor: hosts a :class:`ShmemVecEnv` of some envs.
-
-    Every method returns ``(tag, value)``: ``("ok", value)``, ``("error",
-    payload)`` for an exception raised by the envs or the local engine, and
-    :meth:`step` may return ``("restarted", reset_result)`` when it finds a
-    fresh actor (Ray restarted it after a crash): its envs were reset instead.
-    Observations go back as the list of leaf arrays of the observation space
-    (see :func:`vecenv._layout.flatten_space`); indices are local (0-based).
-    """
-
-    def __init__(self, env_fns: Sequence[Callable[[], Any]], vec_kwargs: Dict[str, Any]):
-        self._venv: Optional[ShmemVecEnv] = None
-        self._error: Optional[Dict[str, Any]] = None
-        self._fresh = True  # not reset since (re)start
-        try:
-            # copy=False: the arrays are serialized by Ray when the method
-            # returns, before the next task of this actor can step again.
-            self._venv = ShmemVecEnv(list(env_fns), copy=False, **vec_kwargs)
-            self._flatten = make_flattener(self._venv.observation_space)
-            self._unflatten_actions = make_unflattener(self._venv.action_space)
-        except Exception as exc:
-            self._error = _error_payload(exc)
-
-    def describe(self):
-        if self._error is not None:
-            return ("error", self._error)
-        venv = self._venv
-        ctx = ray.get_runtime_context()
-        with warnings.catch_warnings():  # Ray's own use of a deprecated property
-            warnings.simplefilter("ignore", DeprecationWarning)
-            restarted = bool(ctx.was_current_actor_reconstructed)
-        return (
-            "ok",
-            {
-                "node_id": ctx.get_node_id(),
-                "node_ip": ray.util.get_node_ip_address(),
-                "pid": os.getpid(),
-                "worker_pids": [p.pid for p in venv._resources.procs],
-                "num_envs": venv.num_envs,
-                "observation_space": venv.observation_space,
-                "action_space": venv.action_space,
-                "metadata": getattr(venv, "metadata", {}),
-                "restarted": restarted,
-            },
-        )
-
-    def _do_reset(self, seeds, options, local_ids=None):
-        venv = self._venv
-        if seeds is not None:
-            venv.seed(seeds)
-        if options is not None:
-            venv.set_options(options)
-        venv.reset_async(local_ids)
-        obs = venv.reset_wait()  # all rows: envs not reset keep their observation
-        if local_ids is None:
-            self._fresh = False
-        return self._flatten(obs), venv.reset_infos
-
-    def reset(self, seeds=None, options=None, local_ids=None):
-        if self._error is not None:
-            return ("error", self._error)
-        try:
-            return ("ok", self._do_reset(seeds, options, local_ids))
-        except Exception as exc:
-            return ("error", _error_payload(exc))
-
-    def step(self, action_leaves: List[np.ndarray]):
-        if self._error is not None:
-            return ("error", self._error)
-        try:
-            if self._fresh:
-                return ("restarted", self._do_reset(None, None))
-            venv = self._venv
-            venv.step_async(self._unflatten_actions(action_leaves))
-            obs, rew, term, trunc, infos = venv.step_wait_gym()
-            sparse = {i: info for i, info in enumerate(infos) if info}
-            resets = {}
-            if venv.autoreset_mode == "sb3":  # reset in this step: the info of that reset
-                resets = {int(i): venv.reset_infos[i] for i in np.flatnonzero(term | trunc)}
-            return ("ok", (self._flatten(obs), rew, term, trunc, sparse, resets))
-        except Exception as exc:
-            return ("error", _error_payload(exc))
-
-    def call(self, what: str, name: str, args, kwargs, local_ids: List[int]):
-        """Any call kind of the local engine (get_attr, set_attr, env_method,
-        call, render, is_wrapped) on the local envs ``local_ids``."""
-        if self._error is not None:
-            return ("error", self._error)
-        try:
-            return ("ok", self._venv._call(what, name, args, kwargs, local_ids))
-        except Exception as exc:
-            return ("error", _error_payload(exc))
-
-    def close(self):
-        if self._venv is not None:
-            self._venv.close()
-        return ("ok", None)
-
-
-_RemoteEnvActor = ray.remote(_EnvActor)
+_RESERVED_VEC_KEYS = ("batch_size", "copy", "autoreset_mode")  # of _options.ENGINE_OPTIONS
 
 
 # ---------------------------------------------------------------- loopback only
@@ -221,59 +93,7 @@ def _loopback_namespace() -> bool:
 
 
 # ---------------------------------------------------------------- parent side
-class _Resources:
-    """The actors and placement group to release; apart from the RayVecEnv so
-    a weakref finalizer can release them (close, GC and exit end here)."""
-
-    def __init__(self):
-        self.actors: list = []
-        self.pg = None
-
-    def shutdown(self, timeout: float) -> None:
-        if not ray.is_initialized():  # Ray already shut down: nothing to release
-            self.actors, self.pg = [], None
-            return
-        if self.actors:
-            refs = []
-            for actor in self.actors:
-                try:
-                    refs.append(actor.close.remote())
-                except Exception:
-                    pass
-            try:  # polite: each actor closes its ShmemVecEnv (joins its workers)
-                ray.wait(refs, num_returns=len(refs), timeout=max(timeout, 0.0))
-            except Exception:
-                pass
-            for actor in self.actors:
-                try:
-                    ray.kill(actor, no_restart=True)
-                except Exception:
-                    pass
-        if self.pg is not None:
-            try:
-                remove_placement_group(self.pg)
-            except Exception:
-                pass
-        self.actors, self.pg = [], None
-
-
-def _release(resources: _Resources) -> None:
-    resources.shutdown(timeout=2.0)
-
-
-def _check_seconds(name: str, value, allow_none: bool = True) -> None:
-    if value is None and allow_none:
-        return
-    if (
-        not isinstance(value, (int, float))
-        or isinstance(value, bool)
-        or value < 0
-        or value != value
-    ):
-        raise InvalidArgumentError(f"{name} must be a number of seconds >= 0, got {value!r}")
-
-
-class RayVecEnv(VecEnv):
+class RayVecEnv(ActorPool):
     """Step ``num_envs`` gymnasium envs in Ray actors, each hosting a
     :class:`~vecenv.ShmemVecEnv` of its share of the envs.
 
@@ -426,9 +246,9 @@ class RayVecEnv(VecEnv):
             raise InvalidArgumentError(
                 f"autoreset_mode must be one of {AUTORESET_MODES}, got {autoreset_mode!r}"
             )
-        _check_seconds("timeout", timeout)
-        _check_seconds("start_timeout", start_timeout, allow_none=False)
-        _check_seconds("restart_timeout", restart_timeout, allow_none=False)
+        check_seconds("timeout", timeout)
+        check_seconds("start_timeout", start_timeout, allow_none=False)
+        check_seconds("restart_timeout", restart_timeout, allow_none=False)
         if spaces is not None and (not isinstance(spaces, (tuple, list)) or len(spaces) != 2):
             raise InvalidArgumentError("spaces must be a pair (observation_space, action_space)")
         vec_kwargs = dict(vec_kwargs or {})
@@ -491,357 +311,6 @@ class RayVecEnv(VecEnv):
         self._state = State.NEEDS_RESET
 
     # ------------------------------------------------------------ construction
-    @staticmethod
-    def _plan(num_envs, num_actors, envs_per_actor) -> List[Tuple[int, int]]:
-        try:
-            return plan_workers(num_envs, num_actors, envs_per_actor)
-        except InvalidArgumentError as exc:
-            msg = str(exc).replace("num_workers", "num_actors")
-            msg = msg.replace("envs_per_worker", "envs_per_actor").replace("worker", "actor")
-            raise InvalidArgumentError(msg) from None
-
-    def _actor_options(self, actor_options, n_act, placement_strategy) -> List[Dict[str, Any]]:
-        if actor_options is None:
-            per = [{} for _ in range(n_act)]
-        elif isinstance(actor_options, dict):
-            per = [dict(actor_options) for _ in range(n_act)]
-        else:
-            try:
-                per = [dict(o) for o in actor_options]
-            except (TypeError, ValueError):
-                raise InvalidArgumentError(
-                    "actor_options must be a dict or a sequence of dicts, one per actor"
-                ) from None
-            if len(per) != n_act:
-                raise InvalidArgumentError(
-                    f"actor_options has {len(per)} dicts, expected one per actor ({n_act})"
-                )
-        for a, o in enumerate(per):
-            bad = sorted(set(o) & set(_RESERVED_ACTOR_KEYS))
-            if bad:
-                raise InvalidArgumentError(
-                    f"actor_options[{a}] must not set {bad}: use RayVecEnv(max_restarts=...); "
-                    "steps are never retried"
-                )
-            if placement_strategy is not None and "scheduling_strategy" in o:
-                raise InvalidArgumentError(
-                    f"actor_options[{a}] sets scheduling_strategy and placement_strategy="
-                    f"{placement_strategy!r} places the actors too: pass placement_strategy=None"
-                )
-            o.setdefault("num_cpus", 1)
-            try:  # Ray validates the options here, without starting anything
-                _RemoteEnvActor.options(**o)
-            except (TypeError, ValueError) as exc:
-                raise InvalidArgumentError(
-                    f"actor_options[{a}] is not valid for Ray: {exc}"
-                ) from None
-            if placement_strategy is not None and not self._bundle(o):
-                raise InvalidArgumentError(
-                    f"actor_options[{a}] asks for no resources, so a placement group cannot "
-                    "reserve a bundle for it: give num_cpus > 0 or pass placement_strategy=None"
-                )
-        return per
-
-    @staticmethod
-    def _bundle(o: Dict[str, Any]) -> Dict[str, float]:
-        bundle = {"CPU": float(o.get("num_cpus") or 0), "GPU": float(o.get("num_gpus") or 0)}
-        if o.get("memory"):
-            bundle["memory"] = float(o["memory"])
-        bundle.update({k: float(v) for k, v in (o.get("resources") or {}).items()})
-        return {k: v for k, v in bundle.items() if v > 0}
-
-    @staticmethod
-    def _check_fits(bundles: List[Dict[str, float]], strategy: str) -> None:
-        """Refuse a placement group the cluster, as it is now, can never hold
-        (rather than wait start_timeout for it)."""
-        total = ray.cluster_resources()
-        for key in sorted({k for b in bundles for k in b}):
-            need = sum(b.get(key, 0.0) for b in bundles)
-            if need > total.get(key, 0.0) + 1e-9:
-                raise InvalidArgumentError(
-                    f"the actors need {need:g} {key} in all (actor_options) but the cluster has "
-                    f"{total.get(key, 0.0):g}: use fewer actors or fewer resources per actor, or "
-                    "pass placement_strategy=None to let Ray queue the actors (autoscaling)"
-                )
-        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
-        if strategy == "STRICT_SPREAD" and len(bundles) > nodes:
-            raise InvalidArgumentError(
-                f"placement_strategy='STRICT_SPREAD' puts each of the {len(bundles)} actors on "
-                f"its own node but the cluster has {nodes} alive: use 'SPREAD' or fewer actors"
-            )
-
-    def _start(self, env_fns, opts, vec_kwargs, autoreset_mode, placement_strategy, start_timeout):
-        res = self._resources
-        deadline = time.monotonic() + start_timeout
-        if placement_strategy is not None:
-            bundles = [self._bundle(o) for o in opts]
-            self._check_fits(bundles, placement_strategy)
-            res.pg = placement_group(bundles, strategy=placement_strategy)
-            ready, _ = ray.wait([res.pg.ready()], timeout=start_timeout)
-            if not ready:
-                raise VecEnvTimeoutError(
-                    f"the placement group {bundles} (strategy {placement_strategy}) was not placed "
-                    f"within start_timeout={start_timeout} s; the cluster has "
-                    f"{ray.available_resources()} available: add nodes, ask for fewer resources "
-                    "per actor, or use strategy SPREAD/PACK instead of a STRICT one",
-                    env_indices=range(len(env_fns)),
-                )
-        for a, (lo, hi) in enumerate(self._ranges):
-            o = dict(opts[a])
-            o["max_restarts"] = self.max_restarts
-            o["max_task_retries"] = 0  # a step is not idempotent: never run it twice
-            if res.pg is not None:
-                o["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                    placement_group=res.pg, placement_group_bundle_index=a
-                )
-            kw = dict(vec_kwargs)
-            if "num_workers" not in kw and "envs_per_worker" not in kw:
-                kw["num_workers"] = max(1, int(o.get("num_cpus") or 1))
-            kw["autoreset_mode"] = autoreset_mode
-            res.actors.append(_RemoteEnvActor.options(**o).remote(env_fns[lo:hi], kw))
-        refs = [actor.describe.remote() for actor in res.actors]
-        infos = []
-        for a, ref in enumerate(refs):
-            left = max(0.0, deadline - time.monotonic())
-            try:
-                tag, value = ray.get(ref, timeout=left)
-            except ray_exc.GetTimeoutError:
-                lo, hi = self._ranges[a]
-                raise VecEnvTimeoutError(
-                    f"Ray actor {a} (envs {lo}..{hi - 1}) did not start within "
-                    f"start_timeout={start_timeout} s (cluster resources available: "
-                    f"{ray.available_resources()})",
-                    env_indices=range(lo, hi),
-                ) from None
-            except ray_exc.RayError as exc:
-                raise self._died([a], "starting", exc) from None
-            if tag == "error":
-                raise self._translate(a, value, "building the envs")
-            infos.append(dict(value, actor=a, envs=self._ranges[a]))
-        self.actor_info: List[Dict[str, Any]] = infos
-
-    # ------------------------------------------------------------ errors
-    def _translate(self, a: int, payload: Dict[str, Any], what: str) -> Exception:
-        """An actor's error payload as a vecenv exception with global env indices."""
-        lo, hi = self._ranges[a]
-        where = (
-            f"Ray actor {a} (envs {lo}..{hi - 1}; env numbers in this message are local, add {lo})"
-        )
-        msg = f"{where} while {what}: {payload['message']}"
-        cls = getattr(_errors, payload["cls"], WorkerError)
-        env_index = payload["env_index"]
-        g_index = None if env_index is None else lo + int(env_index)
-        g_indices = tuple(lo + int(i) for i in payload["env_indices"])
-        if issubclass(cls, WorkerDiedError):
-            err = cls(msg, env_indices=g_indices, exitcode=payload["exitcode"], env_index=g_index)
-        elif issubclass(cls, WorkerError):
-            err = cls(
-                msg,
-                env_index=g_index,
-                exc_type=payload["exc_type"],
-                worker_traceback=payload["traceback"],
-            )
-        elif issubclass(cls, VecEnvTimeoutError):
-            err = cls(msg, env_indices=g_indices, env_index=g_index)
-        else:
-            err = cls(msg)
-        if payload["traceback"]:
-            err.__cause__ = RemoteTraceback(payload["traceback"])
-        return err
-
-    def _died(self, actors: Sequence[int], what: str, exc: BaseException) -> WorkerDiedError:
-        """A WorkerDiedError naming the envs of ``actors`` (which cannot come back)."""
-        env_ids: List[int] = []
-        parts = []
-        for a in sorted(actors):
-            lo, hi = self._ranges[a]
-            env_ids.extend(range(lo, hi))
-            info = self.actor_info[a] if a < len(getattr(self, "actor_info", ())) else {}
-            parts.append(f"actor {a} (envs {list(range(lo, hi))}, node {info.get('node_ip', '?')})")
-            self._dead[a] = f"{type(exc).__name__}"
-        self._state = State.NEEDS_RESET
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        err = WorkerDiedError(
-            f"Ray {'; '.join(parts)} died while {what} ({type(exc).__name__}: {first_line}); "
-            "its envs are gone: close() this vec env and build a new one, or pass max_restarts > 0",
-            env_indices=env_ids,
-        )
-        err.__cause__ = exc
-        return err
-
-    def _check_alive(self, actors: Sequence[int], what: str) -> None:
-        dead = [a for a in actors if a in self._dead]
-        if dead:
-            env_ids = [i for a in dead for i in range(*self._ranges[a])]
-            raise WorkerDiedError(
-                f"{what}: Ray actors {dead} (envs {env_ids}) died earlier and cannot be "
-                "restarted: close() this vec env and build a new one",
-                env_indices=env_ids,
-            )
-
-    # ------------------------------------------------------------ plumbing
-    def _fetch(self, refs: Dict[int, Any], what: str):
-        """Wait for every ref (at most ``timeout`` seconds) and get its result:
-        ``({actor: (tag, value)}, {actor: Ray error})``.
-
-        Raises VecEnvTimeoutError (naming the late envs) when the deadline
-        passes; the refs stay valid, so the caller's call stays pending.
-        """
-        if not refs:
-            return {}, {}
-        lst = list(refs.values())
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        try:  # the common case: one call for all actors
-            return dict(zip(refs, ray.get(lst, timeout=self.timeout))), {}
-        except ray_exc.GetTimeoutError:
-            late = lst
-        except ray_exc.RayError:
-            # An actor failed: wait for the others, then sort them out one by one.
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            _, late = ray.wait(lst, num_returns=len(lst), timeout=left, fetch_local=False)
-        if late:
-            _, late = ray.wait(lst, num_returns=len(lst), timeout=0, fetch_local=False)
-            late_set = set(late)
-            late_actors = [a for a, r in refs.items() if r in late_set]
-            env_ids = [i for a in late_actors for i in range(*self._ranges[a])]
-            # The call stays pending: waiting again picks up the same results.
-            raise VecEnvTimeoutError(
-                f"envs {env_ids} (Ray actors {late_actors}) did not finish {what} within "
-                f"timeout={self.timeout} s; the call stays pending (wait again, or reset())",
-                env_indices=env_ids,
-            )
-        out: Dict[int, Tuple[str, Any]] = {}
-        failed: Dict[int, BaseException] = {}
-        for a, ref in refs.items():
-            try:
-                out[a] = ray.get(ref)
-            except ray_exc.RayTaskError as exc:  # the actor method itself raised
-                out[a] = ("error", _error_payload(exc))
-            except ray_exc.RayError as exc:  # actor, worker or node failure
-                failed[a] = exc
-        return out, failed
-
-    def _get(self, refs: Dict[int, Any], what: str) -> Dict[int, Tuple[str, Any]]:
-        """Results ``(tag, value)`` of ready refs. An actor that failed is
-        reset after Ray restarted it (when max_restarts allows) and answers
-        ``("restarted", reset_result)``; otherwise raise WorkerDiedError."""
-        out, failed = self._fetch(refs, what)
-        dead: Dict[int, BaseException] = {}
-        for a, exc in failed.items():
-            if self.max_restarts == 0 or isinstance(exc, ray_exc.ActorDiedError):
-                dead[a] = exc  # ActorDiedError: Ray will not restart it (any more)
-                continue
-            got = self._recover(a)
-            if isinstance(got, BaseException):
-                dead[a] = got
-            else:
-                out[a] = got
-        if dead:
-            raise self._died(list(dead), what, next(iter(dead.values())))
-        for a, (tag, _) in out.items():
-            if tag == "restarted":
-                self._restarted(a)
-        return out
-
-    def _recover(self, a: int):
-        """Reset the envs of actor ``a`` after a Ray error (Ray restarts a
-        dead actor meanwhile). Returns ``("restarted", reset_result)``, an
-        env error ``("error", payload)``, or the exception that ended it."""
-        deadline = time.monotonic() + self.restart_timeout
-        actor = self._resources.actors[a]
-        while True:
-            try:
-                tag, value = ray.get(
-                    actor.reset.remote(None, None),
-                    timeout=max(0.0, deadline - time.monotonic()),
-                )
-            except ray_exc.ActorUnavailableError as exc:
-                if time.monotonic() >= deadline:
-                    return exc
-                time.sleep(0.1)  # still restarting: ask again
-                continue
-            except ray_exc.GetTimeoutError:
-                lo, hi = self._ranges[a]
-                return VecEnvTimeoutError(
-                    f"actor {a} (envs {lo}..{hi - 1}) did not come back within "
-                    f"restart_timeout={self.restart_timeout} s",
-                    env_indices=range(lo, hi),
-                )
-            except ray_exc.RayError as exc:
-                return exc
-            return ("restarted", value) if tag == "ok" else (tag, value)
-
-    def _restarted(self, a: int) -> None:
-        """Count a restart of actor ``a`` and refresh its actor_info."""
-        self.restarts[a] += 1
-        try:
-            tag, info = ray.get(
-                self._resources.actors[a].describe.remote(), timeout=self.restart_timeout
-            )
-        except ray_exc.RayError:
-            return
-        if tag == "ok":
-            self.actor_info[a] = dict(info, actor=a, envs=self._ranges[a])
-
-    def _raise_env_errors(self, results: Dict[int, Tuple[str, Any]], what: str) -> None:
-        errs = [a for a in sorted(results) if results[a][0] == "error"]
-        if errs:
-            self._state = State.NEEDS_RESET
-            err = self._translate(errs[0], results[errs[0]][1], what)
-            if len(errs) > 1:
-                err.args = (f"{err.args[0]} (and actors {errs[1:]} failed too)",)
-            raise err
-
-    def _assemble(self, actors: Sequence[int], results: Dict[int, Tuple[str, Any]]):
-        """Concatenate the results of ``actors`` (in that order) into one batch.
-
-        Tags: ``"step"`` (a step result), ``"reset"`` (reward 0, not done) or
-        ``"restarted"`` (a reset after a restart: truncated, flagged in infos).
-        """
-        leaves_per, rews, terms, truncs = [], [], [], []
-        infos: List[Dict[str, Any]] = []
-        for a in actors:
-            tag, value = results[a]
-            lo, hi = self._ranges[a]
-            n = hi - lo
-            if tag == "step":
-                leaves, rew, term, trunc, sparse, resets = value
-                for i, info in resets.items():
-                    self.reset_infos[lo + i] = info
-                rews.append(rew)
-                terms.append(term)
-                truncs.append(trunc)
-                infos.extend(sparse.get(i, {}) for i in range(n))
-            else:
-                leaves, reset_infos = value
-                rews.append(np.zeros(n, np.float64))
-                terms.append(np.zeros(n, bool))
-                truncs.append(np.full(n, tag == "restarted"))
-                if tag == "restarted":
-                    infos.extend(dict(info, actor_restarted=True) for info in reset_infos)
-                else:
-                    infos.extend(reset_infos)
-            leaves_per.append(leaves)
-            self._last_leaves[a] = leaves  # for subset resets, which return every row
-        obs = self._unflatten_obs([np.concatenate(parts) for parts in zip(*leaves_per)])
-        rew = np.concatenate(rews).astype(np.float64, copy=False)
-        term = np.concatenate(terms).astype(bool, copy=False)
-        trunc = np.concatenate(truncs).astype(bool, copy=False)
-        return obs, rew, term, trunc, infos
-
-    @staticmethod
-    def _tagged(results: Dict[int, Tuple[str, Any]], kinds) -> Dict[int, Tuple[str, Any]]:
-        """Replace the ``"ok"`` tags by the kind of task each actor ran."""
-        return {
-            a: ((kinds[a] if isinstance(kinds, dict) else kinds), v) if tag == "ok" else (tag, v)
-            for a, (tag, v) in results.items()
-        }
-
-    # ------------------------------------------------------------ the seed's API
-    # Same bookkeeping as ShmemVecEnv (self._seeds, self._options, sent at reset).
-    seed = ShmemVecEnv.seed
-    set_options = ShmemVecEnv.set_options
-
     def _drain(self) -> None:
         """Wait for the tasks in flight and drop their results (before a reset)."""
         refs = {a: ref for a, (_, ref) in self._pending.items()}
@@ -890,10 +359,11 @@ class RayVecEnv(VecEnv):
         if ids is None:
             by_actor = dict.fromkeys(range(len(self._ranges)))
         else:
-            by_actor = {}
+            local_ids: Dict[int, List[int]] = {}
             for i in ids.tolist():
                 a = int(self._env_actor[i])
-                by_actor.setdefault(a, []).append(i - self._ranges[a][0])
+                local_ids.setdefault(a, []).append(i - self._ranges[a][0])
+            by_actor = {a: local for a, local in local_ids.items()}
             if self._state is State.NEEDS_RESET and len(by_actor) < len(self._ranges):
                 raise StateError(
                     "reset_async(env_ids=...) needs every env reset once: call reset() first"
@@ -904,8 +374,9 @@ class RayVecEnv(VecEnv):
         refs = {}
         for a, local in by_actor.items():
             lo, hi = self._ranges[a]
-            seeds = self._seeds[lo:hi]
-            seeds = None if all(x is None for x in seeds) else seeds
+            seeds: Optional[List[Optional[int]]] = self._seeds[lo:hi]
+            if all(x is None for x in self._seeds[lo:hi]):
+                seeds = None
             opts = [self._options.get(i) for i in range(lo, hi)] if self._options else None
             refs[a] = self._resources.actors[a].reset.remote(seeds, opts, local)
         self._seeds = [None] * self.num_envs
@@ -1140,10 +611,6 @@ class RayVecEnv(VecEnv):
         return obs, rew, term | trunc, infos, ids
 
     # ------------------------------------------------------------ slow path
-    _indices = ShmemVecEnv._indices
-    _check_step_async = ShmemVecEnv._check_step_async
-    _reset_ids = ShmemVecEnv._reset_ids
-
     def _call_start(self, what: str, name: str, args, kwargs, indices: Indices):
         """Send a call to the envs ``indices`` (one task per actor involved);
         :meth:`_call_finish` collects the replies."""
@@ -1182,23 +649,7 @@ class RayVecEnv(VecEnv):
                 results[i] = value
         return [results[i] for i in pending["ids"]]
 
-    def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
-        return self._call_finish(self._call_start(what, name, args, kwargs, indices))
-
-    # The same verbs as ShmemVecEnv, on top of _call.
-    env_method = ShmemVecEnv.env_method
-    get_attr = ShmemVecEnv.get_attr
-    set_attr = ShmemVecEnv.set_attr
-    env_is_wrapped = ShmemVecEnv.env_is_wrapped
-    get_images = ShmemVecEnv.get_images
-
     # ------------------------------------------------------------ state, close
-    _guard = ShmemVecEnv._guard
-
-    @property
-    def closed(self) -> bool:
-        return self._state is State.CLOSED and not self._finalizer.alive
-
     def close(self, timeout: float = 5.0) -> None:
         """Close every actor's local vec env, kill the actors and remove the
         placement group. Idempotent; never waits more than about ``timeout``
@@ -1210,9 +661,6 @@ class RayVecEnv(VecEnv):
         self._finalizer.detach()
         self._pending.clear()
         self._resources.shutdown(timeout=timeout)
-
-    def __del__(self):  # the finalizer does the work
-        pass
 
     def __repr__(self) -> str:
         return (

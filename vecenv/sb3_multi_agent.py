@@ -178,7 +178,7 @@ class SB3MultiAgentVecEnv(_SB3VecEnv):
     def get_attr(self, attr_name: str, indices=None) -> List[Any]:
         """Attribute ``attr_name`` of the PettingZoo env of each row in ``indices``."""
         if attr_name == "render_mode":
-            return [self.venv.render_mode] * len(self._get_indices(indices))
+            return [self.venv.render_mode] * len(list(self._get_indices(indices)))
         engine = self.venv.engine
         return self._per_row(
             indices, lambda ids: engine.env_method("par_env_attr", attr_name, indices=ids)
@@ -202,7 +202,7 @@ class SB3MultiAgentVecEnv(_SB3VecEnv):
 
     def env_is_wrapped(self, wrapper_class, indices=None) -> List[bool]:
         """False for every row: the rows are agents, not gymnasium envs."""
-        return [False] * len(self._get_indices(indices))
+        return [False] * len(list(self._get_indices(indices)))
 
     def __repr__(self) -> str:
         return f"SB3MultiAgentVecEnv(num_envs={self.num_envs}, venv={self.venv!r})"

@@ -1,5 +1,12 @@
 """ShmemVecEnv: the shared-memory vectorized env (parent side).
 
+This module is the state machine and the two step APIs (``step_async`` /
+``step_wait`` and ``send`` / ``recv``) with ``reset`` and construction. Its
+bases hold the rest: :class:`vecenv._collect.Collector` (waiting, reading
+results and errors, per-env messages, calls), :class:`vecenv._pool.WorkerStartup`
+and :class:`vecenv._pool.WorkerPool` (the worker processes, their start-up,
+transport and faults) and
+:class:`vecenv._engine.EngineVecEnv` (the guard, seeds, indices, call verbs).
 The parent owns the worker processes, the shared block and the state machine.
 Observations, actions, rewards and done flags live in shared memory; on the
 step path the only traffic between processes is a futex wake per worker and
@@ -26,71 +33,32 @@ current cmd_seq and msg_seq.
 
 from __future__ import annotations
 
-import enum
-import functools
-import logging
-import math
-import os
-import signal
-import threading
-import time
 import weakref
-from multiprocessing import connection as mp_connection
 from multiprocessing import get_context
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-import cloudpickle
 import numpy as np
-from gymnasium import spaces as gym_spaces
 
-from vecenv import _core, _layout, _shm
-from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
-from vecenv._worker import (
-    AUTORESET_MODES,
-    PICKLED_FINAL_KEY,
-    PICKLED_OBS_KEY,
-    RESET_INFO_KEY,
-    Activity,
-    WorkerSpec,
-    worker_main,
+from vecenv import _core, _layout
+from vecenv._collect import Collector
+from vecenv._engine import State
+from vecenv._options import ENGINE_OPTIONS, check_seconds
+from vecenv._pool import (
+    _NONE,
+    _Resources,
+    _shutdown,
+    _usable_cpus,
+    plan_workers,
 )
-from vecenv.base import Indices, VecEnv, check_batch_size, check_env_ids
+from vecenv._protocol import AUTORESET_MODES, Op
+from vecenv.base import check_batch_size, check_env_ids
 from vecenv.errors import (
-    ClosedError,
     InvalidArgumentError,
-    ObservationError,
-    RemoteTraceback,
-    RewardError,
     SpaceError,
     StateError,
-    VecEnvTimeoutError,
-    WorkerDiedError,
-    WorkerError,
-    as_env_exception,
 )
 
-_NONE = np.empty(0, dtype=np.intp)  # no env indices
-
-# Wait in slices this long (seconds) so dead workers and Ctrl-C are noticed.
-_SLICE_S = 0.1
-
-# While workers start, log how many are ready every this many seconds.
-_START_REPORT_S = 10.0
-
-_log = logging.getLogger("vecenv")
-
-
-class State(enum.Enum):
-    """Where the parent's state machine stands."""
-
-    # Built, or a step failed (env error, dead or killed worker, timeout,
-    # Ctrl-C): call reset(), which restarts dead workers first.
-    NEEDS_RESET = "needs reset"
-    IDLE = "idle"  # ready for step_async / send / reset
-    STEP_PENDING = "step pending"  # step_async sent, step_wait not yet called
-    RESET_PENDING = "reset pending"  # reset_async sent, reset_wait not yet called
-    RUNNING = "running"  # envs in flight (send/recv API)
-    CLOSED = "closed"
+_OP_STEP, _OP_RESET = int(Op.STEP), int(Op.RESET)  # plain ints for the step path
 
 
 def autoreset_mode_name(mode: Any, allowed: Sequence[str] = AUTORESET_MODES) -> str:
@@ -116,124 +84,7 @@ def autoreset_mode_name(mode: Any, allowed: Sequence[str] = AUTORESET_MODES) -> 
     )
 
 
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS
-        return os.cpu_count() or 1
-
-
-def plan_workers(
-    num_envs: int, num_workers: Optional[int], envs_per_worker: Optional[int]
-) -> List[Tuple[int, int]]:
-    """Split envs ``0..num_envs-1`` into contiguous ``[lo, hi)`` ranges, one per worker.
-
-    With ``envs_per_worker`` the ranges have that size (the last may be
-    smaller); with ``num_workers`` alone they are balanced (sizes differ by at
-    most one); with neither, one worker per usable CPU core (at most one per env).
-
-    Raises
-    ------
-    InvalidArgumentError
-        Non-positive values, or both given and inconsistent.
-    """
-    for name, v in (("num_workers", num_workers), ("envs_per_worker", envs_per_worker)):
-        if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1):
-            raise InvalidArgumentError(f"{name} must be a positive int or None, got {v!r}")
-    if envs_per_worker is not None:
-        need = math.ceil(num_envs / envs_per_worker)
-        if num_workers is not None and num_workers != need:
-            raise InvalidArgumentError(
-                f"num_workers={num_workers} and envs_per_worker={envs_per_worker} do not fit "
-                f"num_envs={num_envs}: with {envs_per_worker} envs per worker, num_workers must be "
-                f"{need}; pass only one of them"
-            )
-        return [
-            (lo, min(num_envs, lo + envs_per_worker)) for lo in range(0, num_envs, envs_per_worker)
-        ]
-    if num_workers is None:
-        num_workers = _usable_cpus()
-    num_workers = min(int(num_workers), num_envs)
-    base, extra = divmod(num_envs, num_workers)
-    ranges, lo = [], 0
-    for w in range(num_workers):
-        hi = lo + base + (1 if w < extra else 0)
-        ranges.append((lo, hi))
-        lo = hi
-    return ranges
-
-
-class _Resources:
-    """What must be released when the vec env goes away; kept apart from the
-    ShmemVecEnv so a weakref finalizer can release it without a reference
-    cycle (close, garbage collection and interpreter exit all end here)."""
-
-    def __init__(self):
-        self.procs: list = []
-        self.chans: List[ParentChannel] = []  # chans[w]: the parent's end of worker w's pipe
-        self.segment: Optional[_shm.Segment] = None
-        self.block = None
-
-    def shutdown(self, timeout: float = 5.0, polite: bool = True) -> None:
-        deadline = time.monotonic() + max(timeout, 0.0)
-        if polite:
-            ctrl = getattr(self, "ctrl", None)
-            for w, (chan, proc) in enumerate(zip(self.chans, self.procs)):
-                # A broken channel (an interrupted frame) cannot carry a close:
-                # that worker is terminated below.
-                if proc.exitcode is None and not chan.broken:
-                    post = None if ctrl is None else functools.partial(ctrl.post_message, w)
-                    try:
-                        chan.request(("close",), min(deadline, time.monotonic() + 1.0), post)
-                    except Exception:
-                        pass
-            # Read the pipes meanwhile: a worker blocked sending a large info
-            # message would otherwise never read its close message.
-            while time.monotonic() < deadline and any(p.exitcode is None for p in self.procs):
-                for chan in self.chans:
-                    try:
-                        chan.pump(0)
-                    except Exception:
-                        pass
-                live = [w for w, p in enumerate(self.procs) if p.exitcode is None]
-                mp_connection.wait(
-                    [self.procs[w].sentinel for w in live] + [self.chans[w] for w in live],
-                    timeout=min(0.05, max(0.0, deadline - time.monotonic())),
-                )
-            for proc in self.procs:  # join reaps and lets multiprocessing forget it
-                proc.join(0)
-        for sig in ("terminate", "kill"):
-            alive = [p for p in self.procs if p.exitcode is None]
-            if not alive:
-                break
-            for p in alive:
-                try:
-                    getattr(p, sig)()
-                except Exception:
-                    pass
-            for p in alive:
-                p.join(1.0)
-        for chan in self.chans:
-            chan.close()
-        self.ctrl = None
-        if self.block is not None:
-            try:
-                self.block.close()
-            except BufferError:
-                pass  # views handed out with copy=False keep the mapping alive
-            self.block = None
-        if self.segment is not None:
-            self.segment.close()
-            self.segment = None
-        self.procs = []
-        self.chans = []
-
-
-def _shutdown(resources: _Resources) -> None:
-    resources.shutdown(timeout=2.0)
-
-
-class ShmemVecEnv(VecEnv):
+class ShmemVecEnv(Collector):
     """Step ``num_envs`` gymnasium envs in worker processes over shared memory.
 
     The API of OpenAI baselines' ``ShmemVecEnv`` (``reset``, ``step_async``,
@@ -407,24 +258,9 @@ class ShmemVecEnv(VecEnv):
         self._ranges = plan_workers(num_envs, num_workers, envs_per_worker)
         batch_size = check_batch_size(batch_size, num_envs)
         autoreset_mode = autoreset_mode_name(autoreset_mode)
-        for name, v, zero_ok in (
-            ("timeout", timeout, False),
-            ("start_timeout", start_timeout, False),
-            ("spin", spin, True),
-        ):
-            if v is None:
-                continue
-            if (
-                not isinstance(v, (int, float))
-                or isinstance(v, bool)
-                or v != v
-                or v < 0
-                or (v == 0 and not zero_ok)
-            ):
-                bound = ">= 0" if zero_ok else "> 0"
-                raise InvalidArgumentError(
-                    f"{name} must be a number of seconds {bound} or None, got {v!r}"
-                )
+        check_seconds("timeout", timeout)
+        check_seconds("start_timeout", start_timeout)
+        check_seconds("spin", spin, zero_ok=True)
         if on_worker_death not in ("raise", "restart"):
             raise InvalidArgumentError(
                 f"on_worker_death must be 'raise' or 'restart', got {on_worker_death!r}"
@@ -464,18 +300,18 @@ class ShmemVecEnv(VecEnv):
         self.check_actions = bool(check_actions)
         self.pickled_leaves = bool(pickled_leaves)
         self.check_spaces = bool(check_spaces)
-        self._dead: set = set()  # workers dead or killed, not yet restarted
-        self._restarted: set = set()  # envs whose next result reports a restart
+        self._dead: set[int] = set()  # workers dead or killed, not yet restarted
+        self._restarted: set[int] = set()  # envs whose next result reports a restart
         self._restart_infos: Dict[int, Any] = {}  # their reset infos
-        self._reset_restarts: Optional[set] = None  # workers restarted by this reset()
+        self._reset_restarts: Any = None  # set of workers restarted by this reset(), or None
         self._pending_kwargs: Dict[int, Dict[str, Any]] = {}  # this reset's seeds/options
         self._next_check = 0.0  # time.monotonic() of the next liveness check on the fast path
         # Seconds for the next wait only, set by a caller that polls (the
         # gymnasium façade's ``*_wait(timeout=...)``): when they run out, nothing
         # is killed and the call stays pending. None: the ``timeout`` watchdog.
         self._wait_timeout: Optional[float] = None
-        self._ctrl = None
-        self._ctx = get_context(context)
+        self._ctrl: Any = None  # the _core.Control; None once closed
+        self._ctx: Any = get_context(context)
         self._daemon = daemon
         self._start_timeout = start_timeout
         self._progress: Dict[int, Tuple[Optional[int], int]] = {}  # starting: (env, activity)
@@ -517,897 +353,12 @@ class ShmemVecEnv(VecEnv):
                 )
         return env_fns
 
-    @staticmethod
-    def _check_affinity(cpu_affinity, num_workers):
-        if cpu_affinity is None or cpu_affinity is False:
-            return None
-        if cpu_affinity is True:
-            try:
-                cores = sorted(os.sched_getaffinity(0))
-            except AttributeError:  # pragma: no cover
-                raise InvalidArgumentError(
-                    "cpu_affinity needs os.sched_setaffinity (Linux)"
-                ) from None
-        else:
-            try:
-                cores = [int(c) for c in cpu_affinity]
-            except (TypeError, ValueError):
-                raise InvalidArgumentError(
-                    f"cpu_affinity must be a bool or a list of core ids, got {cpu_affinity!r}"
-                ) from None
-            if not cores:
-                raise InvalidArgumentError("cpu_affinity is an empty list")
-            usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(cores)
-            bad = [c for c in cores if c not in usable]
-            if bad:
-                raise InvalidArgumentError(
-                    f"cpu_affinity has cores {bad} outside the usable cores {sorted(usable)}"
-                )
-        return [cores[w % len(cores)] for w in range(num_workers)]
-
-    def _start_workers(self, ctx, env_fns, daemon, start_timeout):
-        res = self._resources
-        self._specs = [
-            WorkerSpec(
-                index=w,
-                lo=lo,
-                hi=hi,
-                env_fns=cloudpickle.dumps(env_fns[lo:hi]),
-                parent_pid=os.getpid(),
-                spin_s=self.spin,
-                autoreset_mode=self.autoreset_mode,
-                check_rewards=self.check_rewards,
-                check_spaces=self.check_spaces,
-            )
-            for w, (lo, hi) in enumerate(self._ranges)
-        ]
-        try:
-            for w in range(len(self._ranges)):
-                self._spawn(w)
-            deadline = time.monotonic() + start_timeout
-            spaces = None
-            replies = self._await_started(deadline, start_timeout)
-            for w in range(len(self._ranges)):
-                _, obs_space, act_space, metadata = replies[w]
-                if spaces is None:
-                    spaces = (obs_space, act_space)
-                    self.metadata = metadata[0] if metadata else {}
-                elif self.check_spaces and spaces != (obs_space, act_space):
-                    lo = self._ranges[w][0]
-                    raise SpaceError(
-                        f"env {lo} has spaces ({obs_space}, {act_space}), env 0 has "
-                        f"({spaces[0]}, {spaces[1]}); all envs must share their spaces"
-                    )
-            self._spaces = spaces
-        except BaseException:
-            res.shutdown(timeout=1.0)
-            raise
-
-    def _await_started(self, deadline: float, start_timeout: float) -> Dict[int, tuple]:
-        """Wait for every worker's ("spaces", ...) message at once, keeping
-        their ("progress", env, activity) reports; log progress every
-        ``_START_REPORT_S`` seconds.
-
-        Raises
-        ------
-        WorkerError
-            A factory raised (the lowest env index among the reports read).
-        WorkerDiedError
-            A worker died while starting (names the factory it was inside).
-        VecEnvTimeoutError
-            ``deadline`` passed: names every worker that did not start.
-        """
-        res = self._resources
-        n = len(self._ranges)
-        replies: Dict[int, tuple] = {}
-        pending = set(range(n))
-        start = time.monotonic()
-        report_at = start + _START_REPORT_S
-        while pending:
-            now = time.monotonic()
-            if now >= deadline:
-                raise self._start_timed_out(sorted(pending), start_timeout)
-            if now >= report_at:
-                report_at += _START_REPORT_S
-                _log.warning(
-                    "ShmemVecEnv: %d of %d workers ready after %.0f s (start method %r); "
-                    "still starting: %s; start_timeout=%s s",
-                    n - len(pending),
-                    n,
-                    now - start,
-                    self._ctx.get_start_method(),
-                    "; ".join(f"worker {w} {self._starting(w)}" for w in sorted(pending)),
-                    start_timeout,
-                )
-            waitables: Dict[Any, int] = {res.chans[w]: w for w in pending}
-            waitables.update({res.procs[w].sentinel: w for w in pending})
-            ready = mp_connection.wait(
-                list(waitables), timeout=max(0.0, min(deadline, report_at) - now)
-            )
-            errors, died = [], []
-            for obj in ready:
-                w = waitables[obj]
-                if w not in pending:
-                    continue
-                chan = res.chans[w]
-                alive = chan.pump(0)
-                # Unsolicited start-up messages carry ref 0; a later one
-                # replaces an earlier one, and only the last matters.
-                msg = chan.replies.pop(0, None)
-                if msg is not None:
-                    if msg[0] == "progress":
-                        self._progress[w] = (msg[1], msg[2])
-                    elif msg[0] == "error":
-                        errors.append(msg[1])
-                        pending.discard(w)
-                    else:
-                        self._progress.pop(w, None)
-                        replies[w] = msg
-                        pending.discard(w)
-                if w in pending and (not alive or res.procs[w].exitcode is not None):
-                    died.append(w)
-            if errors:
-                # As the env's own type too: `except NameNotFound` works.
-                first = min(errors, key=lambda p: p.get("env_index") or 0)
-                raise as_env_exception(self._worker_error(first))
-            if died:
-                raise self._died(min(died), "starting the workers")
-        return replies
-
-    def _starting(self, w: int) -> str:
-        """Where worker ``w`` is in its start-up, for messages."""
-        if w not in self._progress:
-            return "has not reached its env factories yet (the process is still booting)"
-        env, code = self._progress[w]
-        return f"is {Activity(code).describe(env)}"
-
-    def _start_timed_out(self, workers: List[int], start_timeout: float) -> VecEnvTimeoutError:
-        """The error for workers ``workers`` that did not start in time."""
-        method = self._ctx.get_start_method()
-        n = len(self._ranges)
-        where = "; ".join(
-            f"worker {w} (envs {list(range(*self._ranges[w]))}) {self._starting(w)}"
-            for w in workers
-        )
-        if method == "fork":
-            cause = (
-                "A forked worker that never starts usually inherited a lock that another "
-                "thread of this process held at the fork (logging, an import, a thread pool, "
-                "a BLAS, OpenMP or CUDA runtime): only the forking thread is copied, so the lock "
-                "is never released in the worker. Pass context='spawn' or context='forkserver' "
-                "(fresh processes), or start the vec env before other threads; if the "
-                "factories are only slow, raise start_timeout."
-            )
-        else:
-            cause = (
-                "The factories are stuck or slow (an import, a download, a model compile, a "
-                "server that does not answer): raise start_timeout if they are only slow."
-            )
-        first = next(
-            (self._progress[w][0] for w in workers if w in self._progress),
-            None,
-        )
-        envs = [i for w in workers for i in range(*self._ranges[w])]
-        return VecEnvTimeoutError(
-            f"ShmemVecEnv(): {len(workers)} of {n} workers did not start within "
-            f"start_timeout={start_timeout} s (start method {method!r}): {where}. {cause}",
-            env_indices=envs,
-            env_index=first,
-        )
-
-    def _recv_started(self, w: int, deadline: Optional[float], what: str):
-        """:meth:`_recv` for a starting worker: its ("progress", ...) reports
-        are kept (for messages), the next other message is returned."""
-        while True:
-            msg = self._recv(w, deadline, what)
-            if msg[0] != "progress":
-                self._progress.pop(w, None)
-                return msg
-            self._progress[w] = (msg[1], msg[2])
-
-    def _inside(self, w: int) -> Tuple[Optional[int], str]:
-        """``(env, phrase)``: the env worker ``w`` was inside (None: none) and
-        what it did there, from its start-up reports or its control slot."""
-        if w in self._progress:
-            env, code = self._progress[w]
-            return env, Activity(code).describe(env)
-        if self._ctrl is None:
-            return None, ""
-        env, code = self._ctrl.activity(w)
-        if env < 0:
-            return None, ""
-        try:
-            act = Activity(code)
-        except ValueError:
-            act = Activity.CALL
-        return env, act.describe(env)
-
-    def _spawn(self, w: int) -> None:
-        """Start the process of worker ``w`` and record it (and the parent's
-        end of its pipe) as ``procs[w]``, ``chans[w]``."""
-        ctx = self._ctx
-        spec = self._specs[w]
-        spec.environ = dict(os.environ)  # as of this start (forkserver would be stale)
-        self._progress.pop(w, None)
-        if self._ctrl is not None:
-            self._ctrl.leave(w)  # no stale activity from a dead predecessor
-        spec.pdeathsig = (
-            ctx.get_start_method() in ("fork", "spawn")
-            and threading.current_thread() is threading.main_thread()
-        )
-        parent_conn, child_conn = ctx.Pipe(duplex=True)
-        proc = ctx.Process(
-            target=worker_main,
-            args=(spec, child_conn),
-            name=f"vecenv-worker-{w}",
-            daemon=self._daemon,
-        )
-        # A Ctrl-C must not reach a worker that is still booting (spawn: the
-        # child imports for a while before worker_main ignores SIGINT). Workers
-        # inherit an ignored SIGINT (kept across exec, and Python leaves it
-        # ignored) and a blocked one (fork); worker_main ignores it, then
-        # unblocks it. Here the blocked signal stays pending (Linux never drops
-        # a blocked signal) and is delivered once the handler is back.
-        masked = hasattr(signal, "pthread_sigmask")
-        if masked:
-            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        old_handler = None
-        if threading.current_thread() is threading.main_thread():
-            old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        procs, chans = self._resources.procs, self._resources.chans
-        try:
-            proc.start()
-            chan = ParentChannel(parent_conn, proc.sentinel)
-            # Recorded before SIGINT is unblocked, so Ctrl-C cannot orphan it.
-            if w < len(procs):
-                procs[w], chans[w] = proc, chan
-            else:
-                procs.append(proc)
-                chans.append(chan)
-        finally:
-            if old_handler is not None:
-                signal.signal(signal.SIGINT, old_handler)
-            if masked and signal.SIGINT not in old_mask:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-            child_conn.close()
-        if self._cores is not None:
-            try:
-                os.sched_setaffinity(proc.pid, {self._cores[w]})
-            except OSError:
-                pass
-
-    def _attach(self, start_timeout):
-        res = self._resources
-        num_workers = len(self._ranges)
-        layout = _layout.BlockLayout.build(
-            self._spaces[0],
-            self._spaces[1],
-            len(self._env_worker),
-            num_workers,
-            final_obs=self.autoreset_mode == "sb3",
-            pickled=self.pickled_leaves,
-        )
-        res.segment = _shm.Segment(layout.nbytes)
-        block = res.segment.map()
-        res.block = block
-        block.touch(write=True)  # fault every page in now, never in a step
-        res.ctrl = self._ctrl = _core.Control(
-            block, layout.num_envs, num_workers, self._env_worker, init=True
-        )
-        self._layout = layout
-        acts, obs, rew, term, trunc = layout.views(block)
-        self._act_bufs, self._obs_bufs = acts, obs
-        self._rew, self._term, self._trunc = rew, term, trunc
-        self._final_bufs = layout.final_views(block)  # "sb3" autoreset: last observations
-        self._status = self._ctrl.arrays()[1]
-        self._tickets = self._ctrl.arrays()[3]  # a round message carries its env's ticket
-        self._write_actions = _layout.make_action_writer(layout.action_leaves, self.action_space)
-        self._write_exact = _layout.make_exact_writer(layout.action_leaves, self.action_space)
-        self._split_actions = _layout.make_action_splitter(self.action_space)
-        self._sb3_final = self.autoreset_mode == "sb3"
-        # Leaves without a fixed layout: the last value of each env, per leaf,
-        # and the last observation of an ended episode ("sb3" autoreset).
-        self._obs_pickled = layout.obs_pickled
-        self._pickled_obs = [[None] * layout.num_envs for _ in layout.obs_pickled]
-        self._pickled_final: Dict[int, List[Any]] = {}
-        self._unflatten_obs = _layout.make_unflattener(self.observation_space)
-        self._single_obs = not isinstance(
-            self.observation_space, (gym_spaces.Tuple, gym_spaces.Dict)
-        )
-        # Dispatched and not yet collected; kept by the Control's own calls.
-        self._in_flight = np.zeros(layout.num_envs, dtype=bool)
-        self._ctrl.track_in_flight(self._in_flight)
-        self._ids_out = np.empty(layout.num_envs, dtype=np.int64)
-        self._gather_out = [
-            np.empty((self.batch_size, *leaf.shape), leaf.dtype) for leaf in layout.obs_leaves
-        ]
-        self._obs_rows = [_layout._bytes2d(b) for b in self._obs_bufs]  # (num_envs, row_bytes) u8
-        deadline = time.monotonic() + start_timeout
-        for w in range(num_workers):  # the workers are reading: no wake needed
-            self._post(w, ("attach", res.segment.handle, layout, []), deadline, wake=False)
-        for w in range(num_workers):
-            msg = self._recv(w, deadline, "attaching the workers")
-            if msg[0] != "attached":
-                raise WorkerError(f"worker {w} answered {msg[0]!r} while attaching")
-        res.segment.unlink()  # no name left once everyone is attached (macOS)
-
-    # ------------------------------------------------------------ plumbing
-    def _recv(
-        self,
-        w: int,
-        deadline: Optional[float],
-        what: str,
-        keep: bool = False,
-        ref: Optional[int] = None,
-    ):
-        """Receive the reply to request ``ref`` (default: the last request
-        posted to worker ``w``, or its first message) from worker ``w``.
-        Round messages that arrive meanwhile are kept for their envs.
-
-        Raises
-        ------
-        WorkerDiedError
-            The worker died first (the caller buries or restarts it).
-        VecEnvTimeoutError
-            ``deadline`` (a ``time.monotonic()`` value) passed; unless ``keep``
-            (the caller will wait again) the worker was killed.
-        StateError
-            The channel was broken by an interrupt: reset() first.
-        """
-        chan = self._resources.chans[w]
-        try:
-            return chan.reply(chan.last_ref if ref is None else ref, deadline)
-        except ChannelTimeout:
-            raise self._timeout_error(w, what, keep) from None
-        except ChannelDead:
-            raise self._died(w, what) from None
-        except ChannelBroken:
-            raise self._broken_error(w, what) from None
-
-    def _post(self, w: int, msg, deadline: Optional[float] = None, wake: bool = True) -> int:
-        """Send ``msg`` to worker ``w`` (woken first unless ``wake`` is False)
-        and return its ref. ``deadline`` defaults to ``timeout`` from now.
-
-        Raises
-        ------
-        WorkerDiedError, StateError
-            As :meth:`_recv`.
-        VecEnvTimeoutError
-            The frame could not be written in time: the worker was killed.
-        """
-        chan = self._resources.chans[w]
-        if deadline is None and self.timeout is not None:
-            deadline = time.monotonic() + self.timeout
-        post = functools.partial(self._ctrl.post_message, w) if wake else None
-        what = f"sending it a {msg[0]!r} message"
-        try:
-            return chan.request(msg, deadline, post)
-        except ChannelTimeout:
-            raise self._timeout_error(w, what, False) from None
-        except ChannelDead:
-            raise self._died(w, what) from None
-        except ChannelBroken:
-            raise self._broken_error(w, what) from None
-
-    def _timeout_error(self, w: int, what: str, keep: bool) -> VecEnvTimeoutError:
-        lo, hi = self._ranges[w]
-        if keep:
-            hint = "; the call is still pending"
-        else:
-            self._bury(w)
-            hint = self._killed_hint([w])
-        return VecEnvTimeoutError(
-            f"envs {list(range(lo, hi))} (worker {w}) did not answer within the "
-            f"timeout while {what}{hint}",
-            env_indices=range(lo, hi),
-        )
-
-    def _broken_error(self, w: int, what: str) -> StateError:
-        self._state = State.NEEDS_RESET
-        lo, hi = self._ranges[w]
-        return StateError(
-            f"cannot use the pipe of worker {w} (envs {list(range(lo, hi))}) while {what}: "
-            "an interrupt (Ctrl-C) cut a message short; call reset(), which restarts that worker"
-        )
-
-    def _died(self, w: int, what: str) -> WorkerDiedError:
-        proc = self._resources.procs[w]
-        proc.join(1.0)
-        lo, hi = self._ranges[w]
-        code = proc.exitcode
-        if code is None:
-            how = "closed its pipe"
-        elif code < 0:
-            try:
-                name = f" ({signal.Signals(-code).name})"
-            except ValueError:
-                name = ""
-            how = f"was killed by signal {-code}{name}"
-        else:
-            how = f"exited with code {code}"
-        hint = ""
-        if self._ctrl is not None:
-            hint = "; reset() starts it again with new envs, close() releases everything"
-        env, inside = self._inside(w)
-        if inside:
-            inside = f", {inside}"
-            if env is not None:
-                inside += f" (all {hi - lo} envs of the worker are lost)"
-        return WorkerDiedError(
-            f"worker {w} (envs {list(range(lo, hi))}) {how} while {what}{inside}{hint}",
-            env_indices=range(lo, hi),
-            exitcode=code,
-            env_index=env,
-        )
-
-    def _killed_hint(self, workers) -> str:
-        if self._ctrl is None:
-            return ""
-        envs = [i for w in workers for i in range(*self._ranges[w])]
-        inside = "".join(
-            f"; worker {w} was {phrase}"
-            for w in workers
-            for env, phrase in [self._inside(w)]
-            if phrase
-        )
-        return (
-            f"{inside}; worker(s) {list(workers)} (envs {envs}) were killed: reset() starts them "
-            "again with new envs, close() releases everything"
-        )
-
-    def _bury(self, w: int) -> None:
-        """Make sure worker ``w`` is dead and reaped, and forget its envs: their
-        control bytes, published results and in-flight marks, and its channel.
-        reset() or the restart policy starts it again."""
-        res = self._resources
-        proc = res.procs[w]
-        if proc.exitcode is None:
-            try:
-                proc.kill()
-            except Exception:
-                pass
-            proc.join(5.0)
-        res.chans[w].close()
-        if self._ctrl is None:  # still constructing: the caller shuts down
-            return
-        lo, hi = self._ranges[w]
-        self._ctrl.forget(lo, hi)  # clears their in-flight flags too
-        self._dead.add(w)
-
-    def _dead_workers(self) -> List[int]:
-        """Workers that exited and are not yet known to be dead."""
-        return [
-            w
-            for w, proc in enumerate(self._resources.procs)
-            if w not in self._dead and proc.exitcode is not None
-        ]
-
-    def _on_deaths(self, dead: List[int], what: str) -> None:
-        """Workers ``dead`` died during ``what``: restart them, or bury them
-        and raise WorkerDiedError.
-
-        Inside reset() each worker may be restarted once (its envs are about to
-        be reset anyway); elsewhere only with ``on_worker_death="restart"``
-        and while ``restart_count`` stays within ``max_restarts``.
-        """
-        in_reset = self._reset_restarts is not None
-        if in_reset:
-            restart = not set(dead) & self._reset_restarts
-        else:
-            restart = (
-                self.on_worker_death == "restart"
-                and self.restart_count + len(dead) <= self.max_restarts
-            )
-        if not restart:
-            errors = [self._died(w, what) for w in dead]
-            for w in dead:
-                self._bury(w)
-            self._state = State.NEEDS_RESET
-            msg = "; ".join(str(e) for e in errors)
-            if not in_reset and self.on_worker_death == "restart":
-                msg += f" (max_restarts={self.max_restarts} reached)"
-            raise WorkerDiedError(
-                msg,
-                env_indices=[i for e in errors for i in e.env_indices],
-                exitcode=errors[0].exitcode,
-                env_index=next((e.env_index for e in errors if e.env_index is not None), None),
-            )
-        for w in dead:
-            self._restart(w, report=not in_reset)
-            if in_reset:
-                self._reset_restarts.add(w)
-            else:
-                self.restart_count += 1
-
-    def _restart(self, w: int, *, report: bool) -> None:
-        """Start worker ``w`` again, with new envs built by its factories.
-
-        Its envs in flight get a reset op (their results complete the wait in
-        progress, with this reset's seeds and options if there are any); the
-        others (collected, held by the caller) are reset while the worker
-        starts, their infos kept in ``_restart_infos``. With ``report``, each
-        env of the worker reports the restart in its next result.
-
-        Raises
-        ------
-        WorkerError, WorkerDiedError, VecEnvTimeoutError
-            The new worker failed to start; it is buried and reset() may try again.
-        """
-        res = self._resources
-        lo, hi = self._ranges[w]
-        if not res.segment.handle.startswith("/proc/"):  # pragma: no cover - macOS
-            raise WorkerDiedError(
-                f"worker {w} (envs {list(range(lo, hi))}) is dead and cannot be restarted: "
-                "restarts need the Linux memfd segment; close() and build a new vec env",
-                env_indices=range(lo, hi),
-            )
-        lost = [i for i in range(lo, hi) if self._in_flight[i]]
-        held = [i for i in range(lo, hi) if not self._in_flight[i]]
-        what = f"restarting worker {w}"
-        while True:
-            self._bury(w)
-            self._spawn(w)
-            deadline = time.monotonic() + self._start_timeout
-            try:
-                msg = self._recv_started(w, deadline, what)
-                if msg[0] == "error":
-                    raise self._worker_error(msg[1])
-                if self.check_spaces and (msg[1], msg[2]) != self._spaces:
-                    raise SpaceError(
-                        f"worker {w} came back with spaces ({msg[1]}, {msg[2]}), expected "
-                        f"({self._spaces[0]}, {self._spaces[1]})"
-                    )
-                self._post(w, ("attach", res.segment.handle, self._layout, held), deadline, False)
-                msg = self._recv(w, deadline, what)
-                if msg[0] == "error":
-                    raise self._worker_error(msg[1])
-            except WorkerDiedError:
-                # The new worker died while starting: one more restart if allowed.
-                if report and self.restart_count < self.max_restarts:
-                    self.restart_count += 1
-                    continue
-                self._bury(w)
-                self._state = State.NEEDS_RESET
-                raise
-            except BaseException:
-                self._bury(w)
-                self._state = State.NEEDS_RESET
-                raise
-            break
-        self._dead.discard(w)
-        if lost:
-            # Dispatched even if the worker dies at once: the next wait then
-            # sees them in flight and restarts it again.
-            kws = {i: self._pending_kwargs[i] for i in lost if i in self._pending_kwargs}
-            if kws:
-                try:
-                    self._post(w, ("reset_kwargs", kws))
-                except WorkerDiedError:
-                    pass
-            self._ctrl.dispatch(np.asarray(lost, dtype=np.int64), _core.OP_RESET)
-        self._restart_infos.update({i: self._take_pickled(i, inf) for i, inf in msg[2].items()})
-        if report:
-            self._restarted.update(range(lo, hi))
-
-    def _report_restarts(self, ids, infos: List[Dict[str, Any]]) -> None:
-        """Mark the results of restarted envs among ``ids`` (row ``pos`` of
-        the batch is env ``ids[pos]``): done by truncation, with info flags."""
-        for pos, i in enumerate(ids):
-            i = int(i)
-            if i not in self._restarted:
-                continue
-            self._restarted.discard(i)
-            extra = self._restart_infos.pop(i, None)
-            if extra is None:  # this result is the reset the restart gave it
-                reset_info, info = infos[pos], {}
-            else:  # reset while the worker started; this result came after
-                reset_info, info = extra, dict(infos[pos])
-            if self.autoreset_mode == "sb3":  # as an automatic reset's info
-                self.reset_infos[i] = reset_info
-            else:
-                info = {**reset_info, **info}
-            info["TimeLimit.truncated"] = True
-            info["worker_restarted"] = True
-            infos[pos] = info
-            self._term[i] = False
-            self._trunc[i] = True
-
-    def _broken_workers(self) -> List[int]:
-        """Live workers whose channel an interrupt broke (reset() restarts them)."""
-        return [
-            w for w, chan in enumerate(self._resources.chans) if chan.broken and w not in self._dead
-        ]
-
-    def _worker_error(self, payload) -> WorkerError:
-        i = payload.get("env_index")
-        if payload.get("observation_error"):
-            cls = ObservationError
-        elif payload.get("reward_error"):
-            cls = RewardError
-        else:
-            cls = WorkerError
-        err = cls(
-            f"env {i} raised {payload['exc_type']} in {payload['where']}: {payload['message']}",
-            env_index=i,
-            exc_type=payload["exc_type"],
-            worker_traceback=payload["traceback"],
-        )
-        err.__cause__ = RemoteTraceback(payload["traceback"])
-        return err
-
-    def _wait(self, target: int, what: str, pending: Optional[State] = None) -> None:
-        """Wait until ``target`` envs are published. Every _SLICE_S seconds,
-        check that the workers live (a dead one is restarted or raised, see
-        :meth:`_on_deaths`) and that the time has not run out.
-
-        Time runs out after ``_wait_timeout`` seconds when a caller set it
-        (and passes the ``pending`` state to go back to: nothing is killed),
-        else after the ``timeout`` watchdog (the late workers are killed).
-        """
-        ctrl = self._ctrl
-        first = _SLICE_S if self._wait_timeout is None else min(_SLICE_S, self._wait_timeout)
-        if ctrl.wait_ready(target, self.spin, first) >= 0:
-            # With partial batches the other envs may keep meeting the target
-            # while a dead worker's envs starve: check liveness now and then.
-            now = time.monotonic()
-            if now < self._next_check:
-                return
-            self._next_check = now + _SLICE_S
-            dead = self._dead_workers()
-            if not dead:
-                return
-            # A restart takes back the dead worker's published envs: wait again.
-            self._on_deaths(dead, what)
-            if ctrl.published() >= target:
-                return
-        keep = pending is not None and self._wait_timeout is not None
-        limit = self._wait_timeout if keep else self.timeout
-        deadline = None if limit is None else time.monotonic() + limit - first
-        while True:
-            dead = self._dead_workers()
-            if dead:
-                self._on_deaths(dead, what)
-                if deadline is not None:  # a restart takes its own time
-                    deadline = time.monotonic() + limit
-            left = _SLICE_S if deadline is None else min(_SLICE_S, deadline - time.monotonic())
-            if left <= 0 and ctrl.published() < target:
-                if keep:
-                    ready = ctrl.arrays()[2].astype(bool)
-                    late = [int(i) for i in np.flatnonzero(self._in_flight & ~ready)]
-                    self._state = pending
-                    raise VecEnvTimeoutError(
-                        f"envs {late} did not finish {what} within {limit} s; still pending: "
-                        "wait again, or close()",
-                        env_indices=late,
-                    )
-                self._timed_out(what)
-            if self._wait_ready(target, max(left, 0.0)) >= 0:
-                return
-
-    def _wait_ready(self, target: int, timeout: float) -> int:
-        """``ctrl.wait_ready`` for at most ``timeout`` seconds, reading the
-        pipes of workers that wait for room on them (a worker blocked sending
-        a large info would never take its next op). -1 when the time ran out
-        or a worker is gone (the caller checks liveness)."""
-        ctrl = self._ctrl
-        end = time.monotonic() + timeout
-        while True:
-            r = ctrl.wait_ready(target, 0.0, max(end - time.monotonic(), 0.0))
-            if r != -2:
-                return r
-            chans = self._resources.chans
-            for w in ctrl.tx_blocked_workers():
-                if w not in self._dead and not chans[w].pump(0.002):
-                    return -1
-            if time.monotonic() >= end:
-                return -1
-
-    def _timed_out(self, what: str) -> None:
-        """Kill the workers of the envs still running and raise VecEnvTimeoutError."""
-        ready = self._ctrl.arrays()[2].astype(bool)
-        late = [int(i) for i in np.flatnonzero(self._in_flight & ~ready)]
-        workers = sorted({int(self._env_worker[i]) for i in late})
-        for w in workers:
-            self._bury(w)  # stopped: its slot now says where it was stuck
-        self._state = State.NEEDS_RESET
-        stuck = [env for w in workers for env, _ in [self._inside(w)] if env is not None]
-        raise VecEnvTimeoutError(
-            f"envs {late} did not finish {what} within timeout={self.timeout} s"
-            f"{self._killed_hint(workers)}",
-            env_indices=late,
-            env_index=stuck[0] if stuck else None,
-        )
-
-    def _read_flagged(self, ids) -> Tuple[Dict[int, Any], Dict[int, Any]]:
-        """Read the pipe messages of the flagged envs among ``ids``.
-
-        A worker found dead here is restarted or raised (:meth:`_on_deaths`);
-        a restart clears the status of its envs, whose results are then
-        reported as restarted.
-        """
-        infos: Dict[int, Any] = {}
-        errors: Dict[int, Any] = {}
-        status, tickets = self._status, self._tickets
-        chans = self._resources.chans
-        what = "reading infos"
-        for i in ids:
-            i = int(i)
-            while status[i]:
-                w = int(self._env_worker[i])
-                deadline = None if self.timeout is None else time.monotonic() + self.timeout
-                try:
-                    # The message of the publish this env was collected under.
-                    kind, value = chans[w].round_entry(i, int(tickets[i]), deadline)
-                except ChannelDead:
-                    self._on_deaths([w], what)  # a restart clears the status
-                    continue
-                except ChannelTimeout:
-                    raise self._timeout_error(w, what, False) from None
-                except ChannelBroken:
-                    raise self._broken_error(w, what) from None
-                (infos if kind == "info" else errors)[i] = value
-                break
-        return infos, errors
-
-    def _raise_errors(self, errors: Dict[int, Any]) -> None:
-        first = min(errors)
-        err = self._worker_error(errors[first])
-        if len(errors) > 1:
-            err.args = (f"{err.args[0]} (and envs {sorted(errors)[1:]} failed too)",)
-        err.errors = {i: self._worker_error(p) for i, p in errors.items()}
-        self._state = State.NEEDS_RESET
-        raise err
-
-    def _guard(self, method: str, *allowed: State) -> None:
-        state = self._state
-        if state in allowed:
-            return
-        if state is State.CLOSED:
-            raise ClosedError(f"{method}() called after close(); create a new vec env")
-        hints = {
-            State.NEEDS_RESET: "call reset() first",
-            State.STEP_PENDING: "a step_async() is pending: call step_wait() first",
-            State.RESET_PENDING: "a reset_async() is pending: call reset_wait() first",
-            State.RUNNING: "envs are in flight from send(): call recv() until none is, or reset()",
-            State.IDLE: "no step_async() is pending: call step_async(actions) first",
-        }
-        raise StateError(f"{method}() is not allowed while {state.value}: {hints[state]}")
-
-    def _obs_batch(self):
-        if self.copy:
-            leaves = [b.copy() for b in self._obs_bufs]
-        else:
-            leaves = self._obs_bufs
-        if self._obs_pickled:
-            leaves = _layout.merge_leaves(
-                leaves, [tuple(col) for col in self._pickled_obs], self._obs_pickled
-            )
-        return leaves[0] if self._single_obs else self._unflatten_obs(leaves)
-
-    def _take_pickled(self, i: int, info: Dict[str, Any]) -> Dict[str, Any]:
-        """Move env ``i``'s pickled observation leaves out of ``info`` (see
-        ``PICKLED_OBS_KEY``) into the parent's copies; return ``info``."""
-        if self._obs_pickled and info:
-            values = info.pop(PICKLED_OBS_KEY, None)
-            if values is not None:
-                for col, v in zip(self._pickled_obs, values):
-                    col[i] = v
-            final = info.pop(PICKLED_FINAL_KEY, None)
-            if final is not None:
-                self._pickled_final[i] = final
-        return info
-
     def _allow_steps_before_reset(self) -> None:
         """Let the first step_async come before any reset (the envs then step
         from the state their factories left), as gymnasium's and SB3's vector
         envs do; the drop-ins call this right after construction."""
         if self._state is State.NEEDS_RESET and not self._in_flight.any() and not self._dead:
             self._state = State.IDLE
-
-    def _put_actions(self, actions, ids=None) -> None:
-        """Hand the envs (all, or ``ids``: int64 array) their actions, before
-        their step is dispatched. See the ``check_actions`` parameter.
-
-        Raises
-        ------
-        InvalidArgumentError, ActionTypeError
-            Nothing was sent.
-        WorkerDiedError
-            A worker died before its actions could be sent.
-        """
-        n = self.num_envs if ids is None else len(ids)
-        space = self.action_space
-        if self.check_actions and not self._layout.actions_pickled:
-            if _layout.per_env_form(space, actions, n):
-                actions = _layout.stack_actions(space, actions)
-            self._write_actions(actions, self._act_bufs, ids)  # validates, casts
-            return
-        if self._write_exact(actions, self._act_bufs, ids):
-            return  # the fast path: rows of the space's dtype in shared memory
-        per_env = self._split_actions(actions, n)
-        if self.check_actions:
-            for j, a in enumerate(per_env):
-                if not space.contains(a):
-                    raise InvalidArgumentError(f"actions[{j}]={a!r} is outside {space}")
-        env_ids = range(n) if ids is None else ids.tolist()
-        by_worker: Dict[int, Dict[int, Any]] = {}
-        for i, a in zip(env_ids, per_env):
-            by_worker.setdefault(int(self._env_worker[i]), {})[int(i)] = a
-        # Posted before the step is dispatched: the worker reads every message
-        # posted before it takes the ops (see _worker._Loop.run).
-        for w, acts in by_worker.items():
-            try:
-                self._post(w, ("actions", acts))
-            except WorkerDiedError:  # restart (or raise), then send again
-                self._on_deaths([w], "step")
-                self._post(w, ("actions", acts))
-
-    # ------------------------------------------------------------ the seed's API
-    def seed(self, seed: Union[int, Sequence[Optional[int]], None] = None) -> List[Optional[int]]:
-        """Seed env ``i`` with ``seed + i`` at the next :meth:`reset` (as SB3 does),
-        or with ``seed[i]`` when ``seed`` is a sequence of num_envs ints or Nones
-        (as gymnasium's vector envs do).
-
-        Returns the list of seeds, one per env (all None for ``seed=None``).
-
-        Raises
-        ------
-        InvalidArgumentError
-            A seed that is not an int or None, or a sequence of the wrong length.
-        """
-
-        def bad(v):
-            return v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool))
-
-        if isinstance(seed, (list, tuple, np.ndarray)):
-            seeds = list(seed)
-            if len(seeds) != self.num_envs or any(bad(v) for v in seeds):
-                raise InvalidArgumentError(
-                    f"seed as a sequence must hold num_envs={self.num_envs} ints or Nones, got {seed!r}"
-                )
-            self._seeds = [None if v is None else int(v) for v in seeds]
-            return list(self._seeds)
-        if bad(seed):
-            raise InvalidArgumentError(f"seed must be an int, a sequence or None, got {seed!r}")
-        self._seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
-        return list(self._seeds)
-
-    def set_options(
-        self, options: Union[Dict[str, Any], Sequence[Optional[Dict[str, Any]]], None] = None
-    ) -> None:
-        """Options passed to each env's ``reset`` at the next :meth:`reset`
-        (one dict for all envs, or one per env)."""
-        if options is None:
-            self._options = {}
-        elif isinstance(options, dict):
-            self._options = dict.fromkeys(range(self.num_envs), options)
-        else:
-            options = list(options)
-            if len(options) != self.num_envs:
-                raise InvalidArgumentError(
-                    f"options has {len(options)} entries, expected num_envs={self.num_envs}"
-                )
-            self._options = {i: o for i, o in enumerate(options) if o is not None}
-
-    def _send_reset_kwargs(self, ids) -> None:
-        per_worker: Dict[int, Dict[int, Dict[str, Any]]] = {}
-        for i in ids:
-            kw = {}
-            if self._seeds[i] is not None:
-                kw["seed"] = self._seeds[i]
-            if i in self._options:
-                kw["options"] = self._options[i]
-            if kw:
-                per_worker.setdefault(int(self._env_worker[i]), {})[int(i)] = kw
-        for w, kws in per_worker.items():
-            try:
-                self._post(w, ("reset_kwargs", kws))
-            except WorkerDiedError:  # died since the last check: restart, send again
-                self._on_deaths([w], "reset")
-                self._post(w, ("reset_kwargs", kws))
-        self._pending_kwargs = {i: kw for kws in per_worker.values() for i, kw in kws.items()}
-        self._seeds = [None] * self.num_envs
-        self._options = {}
 
     def reset(self):
         """Reset every env and return the first observations.
@@ -1499,9 +450,9 @@ class ShmemVecEnv(VecEnv):
             self._restart_infos.clear()
             self._send_reset_kwargs(range(self.num_envs) if ids is None else ids)
             if ids is None:
-                self._ctrl.dispatch_all(_core.OP_RESET)
+                self._ctrl.dispatch_all(_OP_RESET)
             else:
-                self._ctrl.dispatch(ids, _core.OP_RESET)
+                self._ctrl.dispatch(ids, _OP_RESET)
         except BaseException:
             self._reset_restarts = None
             raise
@@ -1510,28 +461,6 @@ class ShmemVecEnv(VecEnv):
             self._state = State.RUNNING
         else:
             self._state = State.RESET_PENDING
-
-    def _reset_ids(self, env_ids) -> Optional[np.ndarray]:
-        """``reset_async``'s ``env_ids`` checked: None (all envs) or sorted
-        distinct int64 indices. Raises InvalidArgumentError or StateError."""
-        if env_ids is None:
-            return None
-        ids = np.asarray(env_ids)
-        if ids.dtype.kind not in "iu":
-            raise InvalidArgumentError(
-                f"env_ids must be env indices (ints), got dtype {ids.dtype}; "
-                "for a bool mask pass np.flatnonzero(mask)"
-            )
-        ids = np.unique(ids.astype(np.int64).reshape(-1))
-        if ids.size == 0 or ids[0] < 0 or ids[-1] >= self.num_envs:
-            raise InvalidArgumentError(
-                f"env_ids must be non-empty env indices in [0, {self.num_envs}), got {env_ids!r}"
-            )
-        if self.batch_size < self.num_envs:
-            raise StateError(
-                "reset_async(env_ids=...) needs batch_size == num_envs; reset all envs instead"
-            )
-        return ids
 
     def reset_wait(self):
         """Wait for the resets started by :meth:`reset_async`.
@@ -1583,52 +512,6 @@ class ShmemVecEnv(VecEnv):
         self._state = State.IDLE
         return self._obs_batch()
 
-    def _add_terminal(self, ended, positions, infos: List[Dict[str, Any]]) -> None:
-        """ "sb3" autoreset: give each env ``ended[j]`` (its episode ended in
-        this step; its result is ``infos[positions[j]]``) the last observation
-        from its shared row, a copy, and ``TimeLimit.truncated``."""
-        for i, pos in zip(ended, positions):
-            i = int(i)
-            leaves = [buf[i].copy() for buf in self._final_bufs]
-            if self._obs_pickled:
-                leaves = _layout.merge_leaves(
-                    leaves,
-                    self._pickled_final.pop(i, [None] * len(self._obs_pickled)),
-                    self._obs_pickled,
-                )
-            info = infos[pos]
-            info["terminal_observation"] = (
-                leaves[0] if self._single_obs else self._unflatten_obs(leaves)
-            )
-            info["TimeLimit.truncated"] = bool(self._trunc[i] and not self._term[i])
-
-    def _split_reset_info(self, i: int, info: Dict[str, Any]) -> Dict[str, Any]:
-        """Move the info of env ``i``'s automatic reset ("sb3" autoreset) from
-        its step info into ``reset_infos[i]``; return the step info."""
-        if RESET_INFO_KEY in info:
-            self.reset_infos[i] = info.pop(RESET_INFO_KEY)
-        return info
-
-    def _drain(self, what: str) -> None:
-        """Wait for every env in flight and drop the results (before a reset).
-        A worker that dies meanwhile is restarted (inside reset)."""
-        n = int(self._in_flight.sum())
-        if n:
-            self._wait(n, what)
-            # Their round messages are never read: a later read asks for the
-            # ticket of a later publish, so these are stale and overwritten.
-            self._ctrl.collect(n, self._ids_out)
-
-    def _check_step_async(self) -> None:
-        """Guard of step_async: idle, and lockstep (batch_size == num_envs)."""
-        if self._state is not State.IDLE:
-            self._guard("step_async", State.IDLE)
-        if self.batch_size != self.num_envs:
-            raise StateError(
-                f"step_async() needs batch_size == num_envs; this vec env has batch_size="
-                f"{self.batch_size}: use send(actions, env_ids) and recv()"
-            )
-
     def step_async(self, actions) -> None:
         """Start a step of every env.
 
@@ -1660,7 +543,7 @@ class ShmemVecEnv(VecEnv):
         self._check_step_async()
         self._put_actions(actions)
         self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-        self._ctrl.dispatch_all(_core.OP_STEP)
+        self._ctrl.dispatch_all(_OP_STEP)
 
     def step(self, actions):
         """:meth:`step_async` then :meth:`step_wait`, without passing through
@@ -1756,7 +639,7 @@ class ShmemVecEnv(VecEnv):
             )
         self._put_actions(actions, ids)
         self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-        self._ctrl.dispatch(ids, _core.OP_STEP)
+        self._ctrl.dispatch(ids, _OP_STEP)
         self._state = State.RUNNING
 
     def recv(self):
@@ -1830,146 +713,7 @@ class ShmemVecEnv(VecEnv):
         self._state = State.RUNNING if self._in_flight.any() else State.IDLE
         return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
 
-    # ------------------------------------------------------------ slow path
-    def _indices(self, indices: Indices) -> List[int]:
-        if indices is None:
-            return list(range(self.num_envs))
-        if isinstance(indices, (int, np.integer)):
-            indices = [indices]
-        out = []
-        for i in indices:
-            if not isinstance(i, (int, np.integer)) or not -self.num_envs <= i < self.num_envs:
-                raise InvalidArgumentError(
-                    f"indices must be env indices in [0, {self.num_envs}), got {i!r}"
-                )
-            out.append(int(i) % self.num_envs)
-        return out
-
-    def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
-        return self._call_finish(self._call_start(what, name, args, kwargs, indices))
-
-    def _call_start(self, what: str, name: str, args, kwargs, indices: Indices):
-        """Send a call to the envs ``indices``; :meth:`_call_finish` collects the
-        replies. Nothing but other calls may be sent to the workers in between.
-
-        The state is NEEDS_RESET while the frames are written (a Ctrl-C that
-        cuts one leaves a state that needs the reset which restores the
-        channel) and goes back to what it was once they are."""
-        self._guard(what, State.IDLE, State.NEEDS_RESET)
-        ids = self._indices(indices)
-        by_worker: Dict[int, List[int]] = {}
-        for i in ids:
-            by_worker.setdefault(int(self._env_worker[i]), []).append(i)
-        dead = sorted(w for w in by_worker if w in self._dead)
-        if dead:
-            raise StateError(
-                f"{what}() cannot reach envs of dead worker(s) {dead}: call reset() first, "
-                "which starts them again"
-            )
-        broken = [w for w in self._broken_workers() if w in by_worker]
-        if broken:
-            raise self._broken_error(broken[0], f"starting {what}()")
-        prev = self._state
-        if prev is State.NEEDS_RESET and self._in_flight.any():
-            # After a death, a timeout or Ctrl-C envs may still be running; the
-            # worker reads the call only after its round, so let them finish.
-            self._drain(what)
-        self._state = State.NEEDS_RESET  # until every frame is written
-        refs: Dict[int, int] = {}
-        try:
-            for w, wids in by_worker.items():
-                refs[w] = self._post(w, ("call", what, name, args, kwargs, wids))
-        except WorkerDiedError as exc:
-            self._bury(int(self._env_worker[exc.env_indices[0]]))
-            raise
-        except BaseException:
-            # An arg that does not pickle, or a Ctrl-C between two frames: the
-            # channels are whole, and replies already asked for are only stale.
-            if not self._broken_workers() and not self._dead.intersection(by_worker):
-                self._state = prev
-            raise
-        self._state = prev
-        return {
-            "what": what,
-            "name": name,
-            "ids": ids,
-            "by_worker": by_worker,
-            "refs": refs,
-            "results": {},
-        }
-
-    def _call_finish(self, pending) -> List[Any]:
-        """Collect the replies of :meth:`_call_start` (each matched by its ref:
-        a reply of an abandoned call is never taken for this one).
-
-        After the timeout of a single wait (``_wait_timeout``), calling it
-        again with the same ``pending`` waits for the workers not yet heard.
-        After a death, the ``timeout`` watchdog (the late worker is killed) or
-        Ctrl-C, the vec env needs a reset().
-        """
-        what, name, ids = pending["what"], pending["name"], pending["ids"]
-        by_worker, results, refs = pending["by_worker"], pending["results"], pending["refs"]
-        lost = sorted(w for w in by_worker if w in self._dead)
-        if lost:
-            raise StateError(
-                f"{what}({name!r}) was abandoned: worker(s) {lost} were killed; call reset()"
-            )
-        keep = self._wait_timeout is not None
-        limit = self._wait_timeout if keep else self.timeout
-        deadline = None if limit is None else time.monotonic() + limit
-        where = f"{what}({name!r})"
-        prev = self._state
-        self._state = State.NEEDS_RESET  # until every reply is read
-        try:
-            for w, wids in list(by_worker.items()):
-                _, values = self._recv(w, deadline, where, keep=keep, ref=refs[w])
-                del by_worker[w]  # answered: a retry after a timeout skips it
-                for i, value in zip(wids, values):
-                    results[i] = value
-        except VecEnvTimeoutError:
-            if keep:
-                self._state = prev  # still pending: wait again
-            raise
-        except BaseException as exc:
-            if isinstance(exc, WorkerDiedError):
-                self._bury(int(self._env_worker[exc.env_indices[0]]))
-            raise
-        self._state = prev
-        errors = {i: v for i, (kind, v) in results.items() if kind != "ok"}
-        if errors:
-            raise self._worker_error(errors[min(errors)])
-        return [results[i][1] for i in ids]
-
-    def env_method(
-        self, method_name: str, *method_args, indices: Indices = None, **method_kwargs
-    ) -> List[Any]:
-        """Call ``method_name(*method_args, **method_kwargs)`` on each env in
-        ``indices`` (default all; through wrappers) and return the results in
-        that order. Raises WorkerError if a call raises."""
-        return self._call("env_method", method_name, method_args, method_kwargs, indices)
-
-    def get_attr(self, attr_name: str, indices: Indices = None) -> List[Any]:
-        """Attribute ``attr_name`` of each env in ``indices`` (through wrappers)."""
-        return self._call("get_attr", attr_name, (), {}, indices)
-
-    def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
-        """Set ``attr_name`` to ``value`` on each env in ``indices``."""
-        self._call("set_attr", attr_name, (value,), {}, indices)
-
-    def env_is_wrapped(self, wrapper_class, indices: Indices = None) -> List[bool]:
-        """Whether each env in ``indices`` is wrapped in ``wrapper_class``."""
-        return self._call("is_wrapped", "", (wrapper_class,), {}, indices)
-
-    def get_images(self) -> List[np.ndarray]:
-        """One frame per env from ``env.render()`` (envs made with
-        ``render_mode="rgb_array"``)."""
-        return self._call("render", "render", (), {}, None)
-
     # ------------------------------------------------------------ close
-    @property
-    def closed(self) -> bool:
-        return self._state is State.CLOSED and not self._finalizer.alive
-
     def close(self, timeout: float = 5.0) -> None:
         """Shut the workers down and release shared memory. Idempotent.
 
@@ -1987,9 +731,6 @@ class ShmemVecEnv(VecEnv):
         self._ctrl = None
         self._write_actions = None
         self._resources.shutdown(timeout=timeout)
-
-    def __del__(self):  # the finalizer does the work; keep GC cycles cheap
-        pass
 
     def __repr__(self) -> str:
         return (
@@ -2057,25 +798,7 @@ def make(
     return ShmemVecEnv([make_one] * int(num_envs), **vec_kwargs)
 
 
-_VEC_KEYS = {
-    "num_workers",
-    "envs_per_worker",
-    "batch_size",
-    "context",
-    "copy",
-    "timeout",
-    "start_timeout",
-    "spin",
-    "autoreset_mode",
-    "cpu_affinity",
-    "daemon",
-    "on_worker_death",
-    "max_restarts",
-    "check_rewards",
-    "check_actions",
-    "pickled_leaves",
-    "check_spaces",
-}
+_VEC_KEYS = frozenset(ENGINE_OPTIONS)  # make()'s keywords for the engine
 
 
 class _GymMake:

@@ -1,0 +1,219 @@
+"""The engine base every backend shares (parent side).
+
+:class:`EngineVecEnv` holds what ShmemVecEnv (workers on this machine) and
+RayVecEnv (Ray actors) do the same way: the state machine's states and its
+guard, the seeds and reset options kept for the next reset, the checks of
+``indices`` and ``env_ids``, and the call verbs (``env_method``,
+``get_attr``, ``set_attr``, ``env_is_wrapped``, ``get_images``) over a
+backend's ``_call_start`` / ``_call_finish`` pair. A backend supplies the
+transport: how a step, a reset and a call reach its envs.
+"""
+
+from __future__ import annotations
+
+import enum
+import weakref
+from abc import abstractmethod
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from vecenv.base import Indices, VecEnv
+from vecenv.errors import ClosedError, InvalidArgumentError, StateError
+
+
+class State(enum.Enum):
+    """Where the parent's state machine stands."""
+
+    # Built, or a step failed (env error, dead or killed worker, timeout,
+    # Ctrl-C): call reset(), which restarts dead workers first.
+    NEEDS_RESET = "needs reset"
+    IDLE = "idle"  # ready for step_async / send / reset
+    STEP_PENDING = "step pending"  # step_async sent, step_wait not yet called
+    RESET_PENDING = "reset pending"  # reset_async sent, reset_wait not yet called
+    RUNNING = "running"  # envs in flight (send/recv API)
+    CLOSED = "closed"
+
+
+_HINTS = {
+    State.NEEDS_RESET: "call reset() first",
+    State.STEP_PENDING: "a step_async() is pending: call step_wait() first",
+    State.RESET_PENDING: "a reset_async() is pending: call reset_wait() first",
+    State.RUNNING: "envs are in flight from send(): call recv() until none is, or reset()",
+    State.IDLE: "no step_async() is pending: call step_async(actions) first",
+}
+
+
+class EngineVecEnv(VecEnv):
+    """What every vecenv backend shares; see the module docstring.
+
+    A subclass sets, before any verb is used: ``num_envs``, ``batch_size``,
+    ``_state`` (a :class:`State`), ``_seeds`` (num_envs ints or Nones) and
+    ``_options`` (env index -> reset options), and defines ``_call_start``
+    and ``_call_finish``.
+    """
+
+    batch_size: int
+    timeout: Optional[float]
+    _state: State
+    _seeds: List[Optional[int]]
+    _options: Dict[int, Any]
+    _finalizer: weakref.finalize
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has released every resource."""
+        return self._state is State.CLOSED and not self._finalizer.alive
+
+    # ------------------------------------------------------------ state
+    def _guard(self, method: str, *allowed: State) -> None:
+        """Raise unless the state is one of ``allowed``: ClosedError after
+        close(), else StateError naming ``method``, the state and the fix."""
+        state = self._state
+        if state in allowed:
+            return
+        if state is State.CLOSED:
+            raise ClosedError(f"{method}() called after close(); create a new vec env")
+        raise StateError(f"{method}() is not allowed while {state.value}: {_HINTS[state]}")
+
+    def _check_step_async(self) -> None:
+        """Guard of step_async: idle, and lockstep (batch_size == num_envs)."""
+        if self._state is not State.IDLE:
+            self._guard("step_async", State.IDLE)
+        if self.batch_size != self.num_envs:
+            raise StateError(
+                f"step_async() needs batch_size == num_envs; this vec env has batch_size="
+                f"{self.batch_size}: use send(actions, env_ids) and recv()"
+            )
+
+    # ------------------------------------------------------------ seeds and options
+    def seed(self, seed: Union[int, Sequence[Optional[int]], None] = None) -> List[Optional[int]]:
+        """Seed env ``i`` with ``seed + i`` at the next :meth:`reset` (as SB3 does),
+        or with ``seed[i]`` when ``seed`` is a sequence of num_envs ints or Nones
+        (as gymnasium's vector envs do).
+
+        Returns the list of seeds, one per env (all None for ``seed=None``).
+
+        Raises
+        ------
+        InvalidArgumentError
+            A seed that is not an int or None, or a sequence of the wrong length.
+        """
+
+        def bad(v):
+            return v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool))
+
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            seeds = list(seed)
+            if len(seeds) != self.num_envs or any(bad(v) for v in seeds):
+                raise InvalidArgumentError(
+                    f"seed as a sequence must hold num_envs={self.num_envs} ints or Nones, got {seed!r}"
+                )
+            self._seeds = [None if v is None else int(v) for v in seeds]
+            return list(self._seeds)
+        if bad(seed):
+            raise InvalidArgumentError(f"seed must be an int, a sequence or None, got {seed!r}")
+        base = None if seed is None else int(seed)  # type: ignore[arg-type]
+        self._seeds = [None if base is None else base + i for i in range(self.num_envs)]
+        return list(self._seeds)
+
+    def set_options(
+        self, options: Union[Dict[str, Any], Sequence[Optional[Dict[str, Any]]], None] = None
+    ) -> None:
+        """Options passed to each env's ``reset`` at the next :meth:`reset`
+        (one dict for all envs, or one per env).
+
+        Raises
+        ------
+        InvalidArgumentError
+            A sequence whose length is not num_envs.
+        """
+        if options is None:
+            self._options = {}
+        elif isinstance(options, dict):
+            self._options = dict.fromkeys(range(self.num_envs), options)
+        else:
+            options = list(options)
+            if len(options) != self.num_envs:
+                raise InvalidArgumentError(
+                    f"options has {len(options)} entries, expected num_envs={self.num_envs}"
+                )
+            self._options = {i: o for i, o in enumerate(options) if o is not None}
+
+    # ------------------------------------------------------------ indices
+    def _indices(self, indices: Indices) -> List[int]:
+        """The call verbs' ``indices``: all envs for None, else a list of env
+        indices (negative ones counted from the end). Raises InvalidArgumentError."""
+        if indices is None:
+            return list(range(self.num_envs))
+        if isinstance(indices, (int, np.integer)):
+            indices = [int(indices)]
+        out = []
+        for i in indices:
+            if not isinstance(i, (int, np.integer)) or not -self.num_envs <= i < self.num_envs:
+                raise InvalidArgumentError(
+                    f"indices must be env indices in [0, {self.num_envs}), got {i!r}"
+                )
+            out.append(int(i) % self.num_envs)
+        return out
+
+    def _reset_ids(self, env_ids) -> Optional[np.ndarray]:
+        """``reset_async``'s ``env_ids`` checked: None (all envs) or sorted
+        distinct int64 indices. Raises InvalidArgumentError or StateError."""
+        if env_ids is None:
+            return None
+        ids = np.asarray(env_ids)
+        if ids.dtype.kind not in "iu":
+            raise InvalidArgumentError(
+                f"env_ids must be env indices (ints), got dtype {ids.dtype}; "
+                "for a bool mask pass np.flatnonzero(mask)"
+            )
+        ids = np.unique(ids.astype(np.int64).reshape(-1))
+        if ids.size == 0 or ids[0] < 0 or ids[-1] >= self.num_envs:
+            raise InvalidArgumentError(
+                f"env_ids must be non-empty env indices in [0, {self.num_envs}), got {env_ids!r}"
+            )
+        if self.batch_size < self.num_envs:
+            raise StateError(
+                "reset_async(env_ids=...) needs batch_size == num_envs; reset all envs instead"
+            )
+        return ids
+
+    # ------------------------------------------------------------ remote calls
+    @abstractmethod
+    def _call_start(self, what: str, name: str, args, kwargs, indices: Indices) -> Any:
+        """Send the call ``what`` (``"env_method"``, ``"get_attr"``,
+        ``"set_attr"``, ``"is_wrapped"``, ``"render"``) of ``name`` to the
+        envs ``indices``; return a pending handle for :meth:`_call_finish`."""
+
+    @abstractmethod
+    def _call_finish(self, pending: Any) -> List[Any]:
+        """Collect the replies of :meth:`_call_start`, in the order of its indices."""
+
+    def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
+        return self._call_finish(self._call_start(what, name, args, kwargs, indices))
+
+    def env_method(
+        self, method_name: str, *method_args, indices: Indices = None, **method_kwargs
+    ) -> List[Any]:
+        """Call ``method_name(*method_args, **method_kwargs)`` on each env in
+        ``indices`` (default all; through wrappers) and return the results in
+        that order. Raises WorkerError if a call raises."""
+        return self._call("env_method", method_name, method_args, method_kwargs, indices)
+
+    def get_attr(self, attr_name: str, indices: Indices = None) -> List[Any]:
+        """Attribute ``attr_name`` of each env in ``indices`` (through wrappers)."""
+        return self._call("get_attr", attr_name, (), {}, indices)
+
+    def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
+        """Set ``attr_name`` to ``value`` on each env in ``indices``."""
+        self._call("set_attr", attr_name, (value,), {}, indices)
+
+    def env_is_wrapped(self, wrapper_class, indices: Indices = None) -> List[bool]:
+        """Whether each env in ``indices`` is wrapped in ``wrapper_class``."""
+        return self._call("is_wrapped", "", (wrapper_class,), {}, indices)
+
+    def get_images(self) -> List[np.ndarray]:
+        """One frame per env from ``env.render()`` (envs made with
+        ``render_mode="rgb_array"``)."""
+        return self._call("render", "render", (), {}, None)

@@ -1,0 +1,65 @@
+"""The engine's option names and their shared checks (parent side).
+
+One list of the keyword options every front end passes through to the engine
+(:class:`~vecenv.ShmemVecEnv`), and one check of the options given in
+seconds, so that :func:`vecenv.make`, the gymnasium and SB3 drop-ins and
+:class:`~vecenv.RayVecEnv` accept and refuse the same values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from vecenv.errors import InvalidArgumentError
+
+#: ShmemVecEnv's keyword options, in its signature's order.
+ENGINE_OPTIONS = (
+    "num_workers",
+    "envs_per_worker",
+    "batch_size",
+    "context",
+    "copy",
+    "timeout",
+    "start_timeout",
+    "spin",
+    "autoreset_mode",
+    "cpu_affinity",
+    "daemon",
+    "on_worker_death",
+    "max_restarts",
+    "check_rewards",
+    "check_actions",
+    "pickled_leaves",
+    "check_spaces",
+)
+
+
+def check_seconds(
+    name: str, value: Any, *, allow_none: bool = True, zero_ok: bool = False
+) -> Optional[float]:
+    """``value`` checked as a duration in seconds: a finite-or-infinite
+    number > 0 (>= 0 with ``zero_ok``), or None with ``allow_none``.
+
+    Returns the value unchanged.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a number (bools are refused), NaN, negative, zero where not
+        allowed, or None where not allowed.
+    """
+    if value is None and allow_none:
+        return None
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or value != value
+        or value < 0
+        or (value == 0 and not zero_ok)
+    ):
+        bound = ">= 0" if zero_ok else "> 0"
+        tail = " or None" if allow_none else ""
+        raise InvalidArgumentError(
+            f"{name} must be a number of seconds {bound}{tail}, got {value!r}"
+        )
+    return value
