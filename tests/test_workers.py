@@ -393,3 +393,18 @@ def test_a_call_timeout_names_the_env_being_called():
         with pytest.raises(vecenv.VecEnvTimeoutError) as info:
             venv.env_method("foo")
         assert "worker 0 was inside env 2's env_method" in str(info.value)
+
+
+def _failing_factory(delay_s):
+    time.sleep(delay_s)
+    raise ValueError(f"factory failed after {delay_s} s")
+
+
+@pytest.mark.timeout(60)
+def test_factory_errors_of_several_workers_name_the_lowest_env():
+    # Env 1's factory fails at once, env 0's a little later: the error names
+    # env 0 whichever report the parent reads first (it used to be a race).
+    fns = [functools.partial(_failing_factory, 0.3), functools.partial(_failing_factory, 0.0)]
+    with pytest.raises(vecenv.WorkerError, match=r"after 0\.3 s") as info:
+        vecenv.ShmemVecEnv(fns, num_workers=2, context="fork")
+    assert info.value.env_index == 0

@@ -54,6 +54,9 @@ from vecenv.errors import (
 _SLICE_S = 0.1
 
 # While workers start, log how many are ready every this many seconds.
+# After a factory error, how long to wait for the other workers' reports.
+_START_ERRORS_S = 1.0
+
 _START_REPORT_S = 10.0
 
 _NONE = np.empty(0, dtype=np.intp)  # no env indices
@@ -783,9 +786,18 @@ class WorkerStartup(WorkerPool):
         pending = set(range(n))
         start = time.monotonic()
         report_at = start + _START_REPORT_S
+        # Factory errors of all workers are gathered for a short while after
+        # the first one, so the error raised is the lowest env's, whichever
+        # worker's report arrives first.
+        errors: List[Dict[str, Any]] = []
+        errors_until = math.inf
         while pending:
             now = time.monotonic()
+            if now >= errors_until:
+                break
             if now >= deadline:
+                if errors:
+                    break
                 raise self._start_timed_out(sorted(pending), start_timeout)
             if now >= report_at:
                 report_at += _START_REPORT_S
@@ -802,9 +814,9 @@ class WorkerStartup(WorkerPool):
             waitables: Dict[Any, int] = {res.chans[w]: w for w in pending}
             waitables.update({res.procs[w].sentinel: w for w in pending})
             ready = mp_connection.wait(
-                list(waitables), timeout=max(0.0, min(deadline, report_at) - now)
+                list(waitables), timeout=max(0.0, min(deadline, report_at, errors_until) - now)
             )
-            errors, died = [], []
+            died = []
             for obj in ready:
                 w = waitables[obj]
                 if w not in pending:
@@ -820,18 +832,21 @@ class WorkerStartup(WorkerPool):
                     elif msg[0] == Msg.ERROR:
                         errors.append(msg[1])
                         pending.discard(w)
+                        errors_until = min(errors_until, time.monotonic() + _START_ERRORS_S)
                     else:
                         self._progress.pop(w, None)
                         replies[w] = msg
                         pending.discard(w)
                 if w in pending and (not alive or res.procs[w].exitcode is not None):
                     died.append(w)
-            if errors:
-                # As the env's own type too: `except NameNotFound` works.
-                first = min(errors, key=lambda p: p.get("env_index") or 0)
-                raise as_env_exception(self._worker_error(first))
             if died:
-                raise self._died(min(died), "starting the workers")
+                if not errors:
+                    raise self._died(min(died), "starting the workers")
+                pending.difference_update(died)  # a factory error is what we report
+        if errors:
+            # As the env's own type too: `except NameNotFound` works.
+            first = min(errors, key=lambda p: p.get("env_index") or 0)
+            raise as_env_exception(self._worker_error(first))
         return replies
 
     def _starting(self, w: int) -> str:
