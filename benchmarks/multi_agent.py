@@ -108,7 +108,21 @@ class RawSession(Session):
         return len(acting)
 
 
-class VecenvSession(Session):
+class _VecSession(Session):
+    """A vectorized contender: ``self.venv`` steps ``self.rows`` agent rows a call."""
+
+    venv: Any
+    rows: int
+
+    def step(self, actions) -> int:
+        self.venv.step(actions)
+        return self.rows
+
+    def close(self):
+        self.venv.close()
+
+
+class VecenvSession(_VecSession):
     def __init__(self, fn, num_envs, num_workers, **options):
         from vecenv import MultiAgentVecEnv
 
@@ -118,15 +132,8 @@ class VecenvSession(Session):
         self.venv.reset(seed=0)
         self.rows = self.venv.num_envs
 
-    def step(self, actions) -> int:
-        self.venv.step(actions)
-        return self.rows
 
-    def close(self):
-        self.venv.close()
-
-
-class SuperSuitSession(Session):
+class SuperSuitSession(_VecSession):
     def __init__(self, fn, num_envs, num_cpus):
         import supersuit as ss
 
@@ -134,13 +141,6 @@ class SuperSuitSession(Session):
         self.venv = ss.concat_vec_envs_v1(env, num_envs, num_cpus=num_cpus, base_class="gymnasium")
         self.venv.reset(seed=0)
         self.rows = self.venv.num_envs
-
-    def step(self, actions) -> int:
-        self.venv.step(actions)
-        return self.rows
-
-    def close(self):
-        self.venv.close()
 
 
 class PufferSession(Session):
