@@ -549,16 +549,11 @@ def test_control_keeps_in_flight_flags_and_forgets_a_dead_workers_envs():
     # In-flight flags change inside dispatch/collect (no Python statement in
     # between for Ctrl-C to split); forget() takes a dead worker's published
     # envs back out of the ready count.
+    from test_channel import _control
+
     from vecenv import _core
 
-    nbytes = _core.control_nbytes(4, 2)
-    fd = os.memfd_create("vecenv-test")
-    try:
-        os.ftruncate(fd, nbytes)
-        block = _core.SharedBlock(fd, nbytes)
-    finally:
-        os.close(fd)
-    ctrl = _core.Control(block, 4, 2, [0, 0, 1, 1], init=True)
+    block, ctrl = _control(4, 2, [0, 0, 1, 1])
     flags = np.zeros(4, bool)
     ctrl.track_in_flight(flags)
     ctrl.dispatch_all(_core.OP_STEP)
