@@ -27,8 +27,10 @@ from vecenv._worker import (
 from vecenv.base import Indices
 from vecenv.errors import (
     InvalidArgumentError,
+    PendingTimeoutError,
     StateError,
     VecEnvTimeoutError,
+    WatchdogTimeoutError,
     WorkerDiedError,
 )
 
@@ -76,7 +78,7 @@ class Collector(WorkerStartup):
                     ready = ctrl.arrays()[2].astype(bool)
                     late = [int(i) for i in np.flatnonzero(self._in_flight & ~ready)]
                     self._state = pending
-                    raise VecEnvTimeoutError(
+                    raise PendingTimeoutError(
                         f"envs {late} did not finish {what} within {limit} s; still pending: "
                         "wait again, or close()",
                         env_indices=late,
@@ -104,7 +106,7 @@ class Collector(WorkerStartup):
                 return -1
 
     def _timed_out(self, what: str) -> None:
-        """Kill the workers of the envs still running and raise VecEnvTimeoutError."""
+        """Kill the workers of the envs still running and raise WatchdogTimeoutError."""
         ready = self._ctrl.arrays()[2].astype(bool)
         late = [int(i) for i in np.flatnonzero(self._in_flight & ~ready)]
         workers = sorted({int(self._env_worker[i]) for i in late})
@@ -112,7 +114,7 @@ class Collector(WorkerStartup):
             self._bury(w)  # stopped: its slot now says where it was stuck
         self._state = State.NEEDS_RESET
         stuck = [env for w in workers for env, _ in [self._inside(w)] if env is not None]
-        raise VecEnvTimeoutError(
+        raise WatchdogTimeoutError(
             f"envs {late} did not finish {what} within timeout={self.timeout} s"
             f"{self._killed_hint(workers)}",
             env_indices=late,

@@ -4,20 +4,25 @@
 RayVecEnv (Ray actors) do the same way: the state machine's states and its
 guard, the seeds and reset options kept for the next reset, the checks of
 ``indices`` and ``env_ids``, and the call verbs (``env_method``,
-``get_attr``, ``set_attr``, ``env_is_wrapped``, ``get_images``) over a
-backend's ``_call_start`` / ``_call_finish`` pair. A backend supplies the
+``get_attr``, ``set_attr``, ``env_is_wrapped``, ``get_images``, and the
+public :meth:`~EngineVecEnv.call_async` / :meth:`~EngineVecEnv.call_wait`
+that the drop-ins use) over a backend's ``_call_start`` / ``_call_finish``
+pair, and :meth:`~EngineVecEnv.limit_waits`, a time limit for the waits
+inside a block that leaves the call pending when it passes. A backend supplies the
 transport: how a step, a reset and a call reach its envs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import weakref
 from abc import abstractmethod
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from vecenv._options import check_seconds
 from vecenv.base import Indices, VecEnv
 from vecenv.errors import ClosedError, InvalidArgumentError, StateError
 
@@ -34,6 +39,9 @@ class State(enum.Enum):
     RUNNING = "running"  # envs in flight (send/recv API)
     CLOSED = "closed"
 
+
+#: The kinds of remote call :meth:`EngineVecEnv.call_async` sends.
+CALL_KINDS = ("env_method", "get_attr", "set_attr", "is_wrapped", "render", "call")
 
 _HINTS = {
     State.NEEDS_RESET: "call reset() first",
@@ -59,6 +67,15 @@ class EngineVecEnv(VecEnv):
     _seeds: List[Optional[int]]
     _options: Dict[int, Any]
     _finalizer: weakref.finalize
+    _ranges: List[Tuple[int, int]]  # worker (or actor) w hosts envs [lo, hi)
+    # Seconds for each wait inside limit_waits(); None: the ``timeout`` option.
+    _wait_timeout: Optional[float] = None
+
+    @property
+    def num_workers(self) -> int:
+        """The processes that step the envs, each a contiguous range of them:
+        worker processes (ShmemVecEnv) or Ray actors (RayVecEnv)."""
+        return len(self._ranges)
 
     @property
     def closed(self) -> bool:
@@ -179,16 +196,124 @@ class EngineVecEnv(VecEnv):
             )
         return ids
 
+    # ------------------------------------------------------------ waits
+    @property
+    def waiting(self) -> bool:
+        """True while a ``step_async`` or ``reset_async`` is pending: the next
+        ``step_wait`` / ``reset_wait`` collects it (also after a
+        :class:`~vecenv.errors.PendingTimeoutError`)."""
+        return self._state in (State.STEP_PENDING, State.RESET_PENDING)
+
+    @contextlib.contextmanager
+    def limit_waits(self, timeout: Optional[float]) -> Iterator[None]:
+        """Within the block, each wait (``step_wait``, ``reset_wait``,
+        ``recv``, :meth:`call_wait`) gives up after ``timeout`` seconds,
+        leaving its call pending.
+
+        ``with venv.limit_waits(0.5): venv.step_wait()`` raises
+        :class:`~vecenv.errors.PendingTimeoutError` if the step is not done
+        within 0.5 s; nothing is killed, and a later ``step_wait()`` collects
+        the same step. ``timeout=None`` changes nothing: waits end as the
+        vec env's own ``timeout`` says.
+
+        Parameters
+        ----------
+        timeout : float or None
+            Seconds (>= 0; 0 only checks) per wait inside the block.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``timeout`` is not a number of seconds >= 0 or None.
+        """
+        check_seconds("timeout", timeout, zero_ok=True)
+        prev = self._wait_timeout
+        self._wait_timeout = None if timeout is None else float(timeout)
+        try:
+            yield
+        finally:
+            self._wait_timeout = prev
+
     # ------------------------------------------------------------ remote calls
     @abstractmethod
     def _call_start(self, what: str, name: str, args, kwargs, indices: Indices) -> Any:
-        """Send the call ``what`` (``"env_method"``, ``"get_attr"``,
-        ``"set_attr"``, ``"is_wrapped"``, ``"render"``) of ``name`` to the
+        """Send the call ``what`` (one of :data:`CALL_KINDS`) of ``name`` to the
         envs ``indices``; return a pending handle for :meth:`_call_finish`."""
 
     @abstractmethod
     def _call_finish(self, pending: Any) -> List[Any]:
-        """Collect the replies of :meth:`_call_start`, in the order of its indices."""
+        """Collect the replies of :meth:`_call_start`, in the order of its
+        indices. A time limit set by :meth:`limit_waits` applies."""
+
+    def call_async(
+        self,
+        kind: str,
+        name: str,
+        args: Sequence[Any] = (),
+        kwargs: Optional[Dict[str, Any]] = None,
+        indices: Indices = None,
+    ) -> Any:
+        """Send a call to the envs ``indices`` without waiting for it;
+        :meth:`call_wait` collects the replies.
+
+        Several calls may be sent before the first is collected (replies are
+        matched to their call); no step or reset may start in between.
+
+        Parameters
+        ----------
+        kind : str
+            One of :data:`CALL_KINDS`: ``"env_method"`` (call method ``name``),
+            ``"get_attr"``, ``"set_attr"`` (``args`` is ``(value,)``),
+            ``"is_wrapped"`` (``args`` is ``(wrapper_class,)``), ``"render"``, or
+            ``"call"`` (gymnasium's ``call``: the attribute ``name``, called
+            with ``args`` and ``kwargs`` when it is callable).
+        name : str
+            The method or attribute name (through wrappers).
+        args : sequence, kwargs : dict, optional
+            The call's arguments (pickled with cloudpickle).
+        indices : int, sequence of int or None
+            The envs (default all).
+
+        Returns
+        -------
+        handle
+            An opaque handle for :meth:`call_wait`.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Unknown ``kind`` or bad ``indices``.
+        StateError
+            A step or reset is pending, or an env's worker is dead (reset first).
+        """
+        if kind not in CALL_KINDS:
+            raise InvalidArgumentError(f"kind must be one of {CALL_KINDS}, got {kind!r}")
+        return self._call_start(kind, name, tuple(args), dict(kwargs or {}), indices)
+
+    def call_wait(self, handle: Any, timeout: Optional[float] = None) -> List[Any]:
+        """Collect the replies of :meth:`call_async`, in the order of its
+        ``indices``.
+
+        Parameters
+        ----------
+        handle
+            What :meth:`call_async` returned.
+        timeout : float, optional
+            Seconds to wait (>= 0). When they pass,
+            :class:`~vecenv.errors.PendingTimeoutError` is raised and the
+            call stays pending: ``call_wait(handle)`` again collects it.
+            Default: the vec env's own ``timeout``.
+
+        Raises
+        ------
+        WorkerError
+            An env's call raised (names the env; the traceback is chained).
+        PendingTimeoutError, VecEnvTimeoutError, WorkerDiedError, StateError
+        """
+        if timeout is None:
+            return self._call_finish(handle)
+        with self.limit_waits(timeout):
+            return self._call_finish(handle)
 
     def _call(self, what: str, name: str, args, kwargs, indices: Indices) -> List[Any]:
         return self._call_finish(self._call_start(what, name, args, kwargs, indices))

@@ -40,11 +40,13 @@ from vecenv._worker import (
 from vecenv.errors import (
     InvalidArgumentError,
     ObservationError,
+    PendingTimeoutError,
     RemoteTraceback,
     RewardError,
     SpaceError,
     StateError,
     VecEnvTimeoutError,
+    WatchdogTimeoutError,
     WorkerDiedError,
     WorkerError,
     as_env_exception,
@@ -441,7 +443,8 @@ class WorkerPool(EngineVecEnv):
         else:
             self._bury(w)
             hint = self._killed_hint([w])
-        return VecEnvTimeoutError(
+        cls = PendingTimeoutError if keep else WatchdogTimeoutError
+        return cls(
             f"envs {list(range(lo, hi))} (worker {w}) did not answer within the "
             f"timeout while {what}{hint}",
             env_indices=range(lo, hi),
@@ -883,7 +886,7 @@ class WorkerStartup(WorkerPool):
             None,
         )
         envs = [i for w in workers for i in range(*self._ranges[w])]
-        return VecEnvTimeoutError(
+        return WatchdogTimeoutError(
             f"ShmemVecEnv(): {len(workers)} of {n} workers did not start within "
             f"start_timeout={start_timeout} s (start method {method!r}): {where}. {cause}",
             env_indices=envs,

@@ -37,8 +37,10 @@ from vecenv._layout import make_flattener, make_unflattener
 from vecenv._protocol import Autoreset
 from vecenv.errors import (
     InvalidArgumentError,
+    PendingTimeoutError,
     RemoteTraceback,
     VecEnvTimeoutError,
+    WatchdogTimeoutError,
     WorkerDiedError,
     WorkerError,
 )
@@ -319,7 +321,7 @@ class ActorPool(EngineVecEnv):
             res.pg = placement_group(bundles, strategy=placement_strategy)
             ready, _ = ray.wait([res.pg.ready()], timeout=start_timeout)
             if not ready:
-                raise VecEnvTimeoutError(
+                raise WatchdogTimeoutError(
                     f"the placement group {bundles} (strategy {placement_strategy}) was not placed "
                     f"within start_timeout={start_timeout} s; the cluster has "
                     f"{ray.available_resources()} available: add nodes, ask for fewer resources "
@@ -347,7 +349,7 @@ class ActorPool(EngineVecEnv):
                 tag, value = ray.get(ref, timeout=left)
             except ray_exc.GetTimeoutError:
                 lo, hi = self._ranges[a]
-                raise VecEnvTimeoutError(
+                raise WatchdogTimeoutError(
                     f"Ray actor {a} (envs {lo}..{hi - 1}) did not start within "
                     f"start_timeout={start_timeout} s (cluster resources available: "
                     f"{ray.available_resources()})",
@@ -424,15 +426,16 @@ class ActorPool(EngineVecEnv):
         """Wait for every ref (at most ``timeout`` seconds) and get its result:
         ``({actor: (tag, value)}, {actor: Ray error})``.
 
-        Raises VecEnvTimeoutError (naming the late envs) when the deadline
+        Raises PendingTimeoutError (naming the late envs) when the deadline
         passes; the refs stay valid, so the caller's call stays pending.
         """
         if not refs:
             return {}, {}
         lst = list(refs.values())
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        limit = self.timeout if self._wait_timeout is None else self._wait_timeout
+        deadline = None if limit is None else time.monotonic() + limit
         try:  # the common case: one call for all actors
-            return dict(zip(refs, ray.get(lst, timeout=self.timeout))), {}
+            return dict(zip(refs, ray.get(lst, timeout=limit))), {}
         except ray_exc.GetTimeoutError:
             late = lst
         except ray_exc.RayError:
@@ -445,9 +448,9 @@ class ActorPool(EngineVecEnv):
             late_actors = [a for a, r in refs.items() if r in late_set]
             env_ids = [i for a in late_actors for i in range(*self._ranges[a])]
             # The call stays pending: waiting again picks up the same results.
-            raise VecEnvTimeoutError(
+            raise PendingTimeoutError(
                 f"envs {env_ids} (Ray actors {late_actors}) did not finish {what} within "
-                f"timeout={self.timeout} s; the call stays pending (wait again, or reset())",
+                f"{limit} s; the call stays pending (wait again, or reset())",
                 env_indices=env_ids,
             )
         out: Dict[int, Tuple[str, Any]] = {}
@@ -502,7 +505,7 @@ class ActorPool(EngineVecEnv):
                 continue
             except ray_exc.GetTimeoutError:
                 lo, hi = self._ranges[a]
-                return VecEnvTimeoutError(
+                return WatchdogTimeoutError(
                     f"actor {a} (envs {lo}..{hi - 1}) did not come back within "
                     f"restart_timeout={self.restart_timeout} s",
                     env_indices=range(lo, hi),

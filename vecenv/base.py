@@ -95,7 +95,7 @@ class VecEnv(ABC):
             raise InvalidArgumentError(f"render(mode={mode!r}): only mode='rgb_array' is supported")
         return tile_images(self.get_images())
 
-    def _allow_steps_before_reset(self) -> None:
+    def allow_steps_before_reset(self) -> None:
         """Let the first ``step_async`` come before any reset, as gymnasium's
         and SB3's vector envs do (their drop-ins call this right after
         construction). This default keeps asking for a reset first."""

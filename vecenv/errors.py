@@ -126,12 +126,18 @@ class WorkerDiedError(WorkerError):
 
 
 class VecEnvTimeoutError(VecEnvError, TimeoutError):
-    """Envs did not answer within the configured timeout.
+    """Envs did not answer in time. Every timeout vecenv raises is one of two
+    subclasses, which say what became of the call:
 
-    With the ``timeout`` watchdog of ShmemVecEnv, the workers of these envs
-    were killed and the vec env needs a ``reset()``, which starts them again.
-    With a single wait's timeout (the gymnasium façade's ``*_wait(timeout=)``)
-    nothing was killed and the call is still pending.
+    * :class:`PendingTimeoutError`: a wait ran out of time; nothing was
+      killed and the call is still pending (wait again, or ``reset()`` /
+      ``close()``).
+    * :class:`WatchdogTimeoutError`: a time limit of the vec env itself
+      (``timeout``, ``start_timeout``, ``restart_timeout``) passed and what
+      was late was given up: its workers were killed, and the vec env needs a
+      ``reset()`` (or, at construction, was never built).
+
+    ``except VecEnvTimeoutError`` catches both.
 
     Attributes
     ----------
@@ -148,6 +154,32 @@ class VecEnvTimeoutError(VecEnvError, TimeoutError):
         super().__init__(message)
         self.env_indices = tuple(env_indices)
         self.env_index = env_index
+
+
+class PendingTimeoutError(VecEnvTimeoutError):
+    """A wait ran out of time and the call is still pending.
+
+    Raised by a wait with a time limit of its own (:meth:`ShmemVecEnv.call_wait
+    <vecenv.ShmemVecEnv.call_wait>` with ``timeout=``, any wait inside
+    :meth:`ShmemVecEnv.limit_waits <vecenv.ShmemVecEnv.limit_waits>`, the
+    gymnasium drop-in's ``*_wait(timeout=...)``) and by :class:`~vecenv.ray.RayVecEnv`'s
+    ``timeout``. No worker was killed and no result was lost: calling the
+    same wait again collects it; ``reset()`` or ``close()`` abandons it.
+    ``env_indices`` names the envs not yet heard from.
+    """
+
+
+class WatchdogTimeoutError(VecEnvTimeoutError):
+    """A time limit of the vec env itself passed and the late work was given up.
+
+    ShmemVecEnv's ``timeout`` watchdog: the workers of the late envs were
+    killed and the vec env needs a ``reset()``, which starts them again.
+    ``start_timeout`` (ShmemVecEnv, RayVecEnv) or ``restart_timeout``
+    (RayVecEnv): the workers or actors that did not start were stopped and
+    the vec env was not built (or the actor's envs are lost).
+    ``env_indices`` names the late envs; ``env_index`` the env a late worker
+    was inside, when known.
+    """
 
 
 class RemoteTraceback(Exception):

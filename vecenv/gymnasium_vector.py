@@ -29,15 +29,16 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
-from vecenv._engine import State
 from vecenv._options import ENGINE_OPTIONS
 from vecenv.errors import (
     ActionTypeError,
     ClosedError,
     InvalidArgumentError,
+    PendingTimeoutError,
     SpaceError,
     StateError,
     VecEnvTimeoutError,
+    WatchdogTimeoutError,
     WorkerError,
 )
 from vecenv.errors import as_env_exception as _as_env_exception
@@ -73,7 +74,18 @@ class ClosedEnvironmentError(gym_error.ClosedEnvironmentError, ClosedError):
 
 class WaitTimeoutError(VecEnvTimeoutError, multiprocessing.TimeoutError):
     """A ``*_wait(timeout=...)`` ran out of time. Both ``multiprocessing.TimeoutError``
-    (what gymnasium raises) and the builtin ``TimeoutError``."""
+    (what gymnasium raises) and the builtin ``TimeoutError``; also a
+    :class:`~vecenv.errors.PendingTimeoutError` (the wait's own ``timeout``:
+    the call is still pending) or a :class:`~vecenv.errors.WatchdogTimeoutError`
+    (the engine's ``timeout``: the late workers were killed)."""
+
+
+class _PendingWaitTimeout(WaitTimeoutError, PendingTimeoutError):
+    """WaitTimeoutError of a wait's own ``timeout``: the call is still pending."""
+
+
+class _WatchdogWaitTimeout(WaitTimeoutError, WatchdogTimeoutError):
+    """WaitTimeoutError of the engine's ``timeout``: the late workers were killed."""
 
 
 class _SpacesDifferError(SpaceError, RuntimeError):
@@ -346,7 +358,7 @@ class AsyncVectorEnv(VectorEnv):
         except BaseException:
             venv.close()
             raise
-        venv._allow_steps_before_reset()  # gymnasium steps envs that were never reset
+        venv.allow_steps_before_reset()  # gymnasium steps envs that were never reset
         self._venv = venv
         self.num_envs = venv.num_envs
         engine_md = dict(venv.metadata)
@@ -432,16 +444,22 @@ class AsyncVectorEnv(VectorEnv):
         """Run a wait with ``timeout`` (None: the engine's own timeout) and
         turn engine errors into gymnasium's."""
         venv = self._venv
-        if timeout is not None:  # this wait only: on expiry nothing is killed
-            venv._wait_timeout = max(float(timeout), 0.0)
+        # A timeout of this wait only: on expiry nothing is killed.
+        limit = None if timeout is None else max(float(timeout), 0.0)
         try:
-            yield
+            with venv.limit_waits(limit):
+                yield
         except VecEnvTimeoutError as exc:
             shown = timeout if timeout is not None else venv.timeout
             if timeout is None:  # the engine's watchdog killed the late workers
                 self._state = _Pending.DEFAULT
                 self._pending_call = None
-            raise WaitTimeoutError(
+            cls = (
+                _PendingWaitTimeout
+                if isinstance(exc, PendingTimeoutError)
+                else _WatchdogWaitTimeout
+            )
+            raise cls(
                 f"The call to `{method}` has timed out after {shown} second(s).",
                 env_indices=exc.env_indices,
             ) from exc
@@ -453,12 +471,10 @@ class AsyncVectorEnv(VectorEnv):
         except BaseException:
             # Ctrl-C, a state error...: the call stays pending only if the
             # engine still waits for it (a later *_wait may finish it).
-            if venv._state not in (State.STEP_PENDING, State.RESET_PENDING):
+            if not venv.waiting:
                 self._state = _Pending.DEFAULT
                 self._pending_call = None
             raise
-        finally:
-            venv._wait_timeout = None
 
     def _batch_infos(self, infos) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
@@ -656,7 +672,7 @@ class AsyncVectorEnv(VectorEnv):
             raise InvalidArgumentError(
                 f"Trying to call function `{name}` with `call`, use `{name}` directly instead."
             )
-        self._pending_call = self._venv._call_start("call", name, args, kwargs, None)
+        self._pending_call = self._venv.call_async("call", name, args, kwargs)
         self._state = _Pending.WAITING_CALL
 
     def call_wait(self, timeout: Optional[float] = None) -> Tuple[Any, ...]:
@@ -671,7 +687,7 @@ class AsyncVectorEnv(VectorEnv):
         self._assert_is_running()
         self._expect(_Pending.WAITING_CALL, "call_wait", "call_async")
         with self._waiting("call_wait", timeout):
-            results = self._venv._call_finish(self._pending_call)
+            results = self._venv.call_wait(self._pending_call)
         self._state = _Pending.DEFAULT
         self._pending_call = None
         return tuple(results)
@@ -706,10 +722,12 @@ class AsyncVectorEnv(VectorEnv):
         venv = self._venv
         # One call per env, all sent before any reply is read: replies from one
         # worker come back in the order they were sent.
-        pending = [venv._call_start("set_attr", name, (v,), {}, [i]) for i, v in enumerate(values)]
+        pending = [
+            venv.call_async("set_attr", name, (v,), indices=[i]) for i, v in enumerate(values)
+        ]
         with self._waiting("set_attr", None):
             for p in pending:
-                venv._call_finish(p)
+                venv.call_wait(p)
 
     def render(self) -> Optional[Tuple[Any, ...]]:
         """Each env's ``render()`` (a tuple of frames, one per env)."""

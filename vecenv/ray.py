@@ -53,6 +53,7 @@ from vecenv._ray_actors import (
 from vecenv.base import Indices, check_batch_size, check_env_ids
 from vecenv.errors import (
     InvalidArgumentError,
+    PendingTimeoutError,
     SpaceError,
     StateError,
     VecEnvTimeoutError,
@@ -149,7 +150,7 @@ class RayVecEnv(ActorPool):
         ``autoreset_mode``.
     timeout : float, optional
         Seconds to wait for a step, reset or call before raising
-        :class:`~vecenv.errors.VecEnvTimeoutError` (default: no limit); the
+        :class:`~vecenv.errors.PendingTimeoutError` (default: no limit); the
         call stays pending, so waiting again collects it. Settable.
     start_timeout : float
         Seconds to wait for the placement group and the actors to start and
@@ -583,7 +584,8 @@ class RayVecEnv(ActorPool):
             )
         order = list(self._pending)  # submission order: the oldest first
         refs = [self._pending[a][1] for a in order]
-        ready, _ = ray.wait(refs, num_returns=k, timeout=self.timeout, fetch_local=True)
+        limit = self.timeout if self._wait_timeout is None else self._wait_timeout
+        ready, _ = ray.wait(refs, num_returns=k, timeout=limit, fetch_local=True)
         if len(ready) < k:
             ready_set = set(ready)
             late = [
@@ -592,9 +594,9 @@ class RayVecEnv(ActorPool):
                 if self._pending[a][1] not in ready_set
                 for i in range(*self._ranges[a])
             ]
-            raise VecEnvTimeoutError(
+            raise PendingTimeoutError(
                 f"fewer than batch_size={self.batch_size} envs finished within "
-                f"timeout={self.timeout} s; envs still running: {late} (they stay in "
+                f"{limit} s; envs still running: {late} (they stay in "
                 "flight: recv() again, or reset())",
                 env_indices=late,
             )

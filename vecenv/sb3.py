@@ -163,7 +163,7 @@ class SubprocVecEnv(_SB3VecEnv):
         except BaseException:
             self._engine.close()
             raise
-        self._engine._allow_steps_before_reset()  # SB3 hands such a step to the envs
+        self._engine.allow_steps_before_reset()  # SB3 hands such a step to the envs
         env_metadata = {
             k: v
             for k, v in (self._engine.metadata or {}).items()
@@ -180,7 +180,7 @@ class SubprocVecEnv(_SB3VecEnv):
     @property
     def num_workers(self) -> int:
         """Number of worker processes (each steps ``num_envs / num_workers`` envs)."""
-        return len(self._engine._ranges)
+        return self._engine.num_workers
 
     @property
     def closed(self) -> bool:

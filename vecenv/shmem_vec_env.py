@@ -119,9 +119,10 @@ class ShmemVecEnv(Collector):
         fresh arrays.
     timeout : float, optional
         Seconds to wait for a step, reset or method call before raising
-        :class:`~vecenv.errors.VecEnvTimeoutError` (default: no limit). The
+        :class:`~vecenv.errors.WatchdogTimeoutError` (default: no limit). The
         workers that did not answer are killed and the vec env needs a
-        :meth:`reset`, which starts them again (or :meth:`close`).
+        :meth:`reset`, which starts them again (or :meth:`close`). To wait
+        less without killing anything, see :meth:`limit_waits`.
     start_timeout : float
         Seconds to wait for all workers to build their envs (default 60).
         Workers start in parallel, usually within a second (fork: about
@@ -353,7 +354,7 @@ class ShmemVecEnv(Collector):
                 )
         return env_fns
 
-    def _allow_steps_before_reset(self) -> None:
+    def allow_steps_before_reset(self) -> None:
         """Let the first step_async come before any reset (the envs then step
         from the state their factories left), as gymnasium's and SB3's vector
         envs do; the drop-ins call this right after construction."""
@@ -480,8 +481,8 @@ class ShmemVecEnv(Collector):
             No reset_async() is pending.
         WorkerError, WorkerDiedError, VecEnvTimeoutError
             As :meth:`step_wait`: the vec env needs a reset(), except after the
-            timeout of a single wait (see ``_wait_timeout``), when the reset
-            stays pending.
+            :class:`~vecenv.errors.PendingTimeoutError` of a wait inside
+            :meth:`limit_waits`, when the reset stays pending.
         """
         if self._state is not State.RESET_PENDING:
             self._guard("reset_wait", State.RESET_PENDING)
