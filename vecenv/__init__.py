@@ -14,6 +14,7 @@ except ImportError as _exc:  # pragma: no cover - only without a build
     _err = _missing_core_error(__file__, _exc)  # says why, and how to fix it
     raise _err from _err.__cause__
 
+from vecenv._options import EngineOptions
 from vecenv.base import VecEnv, tile_images
 from vecenv.errors import (
     ActionTypeError,
@@ -40,6 +41,7 @@ __all__ = [
     "ActionTypeError",
     "AsyncVectorEnv",
     "ClosedError",
+    "EngineOptions",
     "InvalidArgumentError",
     "MultiAgentVecEnv",
     "ObservationError",

@@ -29,7 +29,7 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
-from vecenv._options import ENGINE_OPTIONS
+from vecenv._options import ENGINE_OPTIONS, EngineOptions
 from vecenv.errors import (
     ActionTypeError,
     ClosedError,
@@ -215,7 +215,8 @@ class AsyncVectorEnv(VectorEnv):
         each stepping its envs in turn. Default: one worker per usable CPU.
     num_workers, envs_per_worker, timeout, start_timeout, spin, cpu_affinity
         vecenv's own options, passed to :class:`~vecenv.ShmemVecEnv`
-        (keyword only). ``timeout`` (seconds) is a watchdog on every wait: the
+        (keyword only; or all of them as ``engine_options``, an
+        :class:`~vecenv.EngineOptions`, checked as ShmemVecEnv checks them). ``timeout`` (seconds) is a watchdog on every wait: the
         late workers are killed and a ``reset()`` starts them again; a
         ``*_wait(timeout=...)`` only stops waiting (the call stays pending).
     on_worker_death, max_restarts, check_rewards
@@ -290,12 +291,9 @@ class AsyncVectorEnv(VectorEnv):
                 "memory and cannot run a custom worker; wrap the env (gymnasium.Wrapper) or "
                 "choose an autoreset_mode instead"
             )
-        unknown = sorted(set(engine_options) - set(_ENGINE_KEYS))
-        if unknown:
-            raise TypeError(
-                f"AsyncVectorEnv() got unexpected keyword arguments {unknown}; "
-                f"vecenv's own options are {list(_ENGINE_KEYS)}"
-            )
+        options = EngineOptions.from_kwargs(
+            engine_options, caller="AsyncVectorEnv()", allowed=_ENGINE_KEYS
+        )
         mode = _AUTORESET_MODES[autoreset_mode_name(autoreset_mode, tuple(_AUTORESET_MODES))]
         if max_concurrency is not None:
             if not isinstance(max_concurrency, (int, np.integer)) or isinstance(
@@ -308,11 +306,8 @@ class AsyncVectorEnv(VectorEnv):
                 raise InvalidArgumentError(
                     f"`max_concurrency` must be a positive or None, got {max_concurrency}."
                 )
-            if (
-                engine_options.get("num_workers") is None
-                and engine_options.get("envs_per_worker") is None
-            ):
-                engine_options["num_workers"] = int(max_concurrency)
+            if options.num_workers is None and options.envs_per_worker is None:
+                options = options.replace(num_workers=int(max_concurrency))
         custom_spaces = None
         if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
             if not all(isinstance(s, Space) for s in observation_mode):
@@ -347,7 +342,7 @@ class AsyncVectorEnv(VectorEnv):
                 autoreset_mode=_AUTORESET_NAMES[mode],
                 pickled_leaves=True,
                 check_spaces=False,
-                **engine_options,
+                **options.changed(),
             )
         except SpaceError as exc:
             raise _NoSharedLayoutError(str(exc)) from exc

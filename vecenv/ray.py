@@ -38,8 +38,7 @@ import numpy as np
 
 from vecenv._engine import State
 from vecenv._layout import flatten_space, make_action_writer, make_unflattener
-from vecenv._options import check_seconds
-from vecenv._protocol import AUTORESET_MODES
+from vecenv._options import ENGINE_OPTIONS, EngineOptions, autoreset_mode_name, check_seconds
 
 # Without Ray installed, this import raises the ImportError that says how to get it.
 from vecenv._ray_actors import (
@@ -64,6 +63,7 @@ __all__ = ["RayVecEnv"]
 
 # ShmemVecEnv arguments the actor sets itself.
 _RESERVED_VEC_KEYS = ("batch_size", "copy", "autoreset_mode")  # of _options.ENGINE_OPTIONS
+_LOCAL_KEYS = tuple(k for k in ENGINE_OPTIONS if k not in _RESERVED_VEC_KEYS)
 
 
 # ---------------------------------------------------------------- loopback only
@@ -143,11 +143,11 @@ class RayVecEnv(ActorPool):
         observation). Restarted envs are not re-seeded.
     autoreset_mode : {"sb3", "next_step", "same_step", "disabled"}
         As in :class:`~vecenv.ShmemVecEnv`.
-    vec_kwargs : dict, optional
-        Further :class:`~vecenv.ShmemVecEnv` arguments for each actor's local
+    vec_kwargs : dict or EngineOptions, optional
+        Further :class:`~vecenv.ShmemVecEnv` options for each actor's local
         vec env (``num_workers``, ``envs_per_worker``, ``context``, ``spin``,
         ``timeout``, ``cpu_affinity``...); not ``batch_size``, ``copy`` or
-        ``autoreset_mode``.
+        ``autoreset_mode``. Checked here, as ShmemVecEnv checks them.
     timeout : float, optional
         Seconds to wait for a step, reset or call before raising
         :class:`~vecenv.errors.PendingTimeoutError` (default: no limit); the
@@ -196,7 +196,7 @@ class RayVecEnv(ActorPool):
         batch_size: Optional[int] = None,
         max_restarts: int = 0,
         autoreset_mode: str = "sb3",
-        vec_kwargs: Optional[Dict[str, Any]] = None,
+        vec_kwargs: Union[Dict[str, Any], EngineOptions, None] = None,
         timeout: Optional[float] = None,
         start_timeout: float = 300.0,
         restart_timeout: float = 300.0,
@@ -243,15 +243,14 @@ class RayVecEnv(ActorPool):
                 f"placement_strategy must be one of {_PLACEMENT_STRATEGIES} or None, "
                 f"got {placement_strategy!r}"
             )
-        if autoreset_mode not in AUTORESET_MODES:
-            raise InvalidArgumentError(
-                f"autoreset_mode must be one of {AUTORESET_MODES}, got {autoreset_mode!r}"
-            )
+        autoreset_mode = autoreset_mode_name(autoreset_mode)
         check_seconds("timeout", timeout)
         check_seconds("start_timeout", start_timeout, allow_none=False)
         check_seconds("restart_timeout", restart_timeout, allow_none=False)
         if spaces is not None and (not isinstance(spaces, (tuple, list)) or len(spaces) != 2):
             raise InvalidArgumentError("spaces must be a pair (observation_space, action_space)")
+        if isinstance(vec_kwargs, EngineOptions):
+            vec_kwargs = vec_kwargs.changed()
         vec_kwargs = dict(vec_kwargs or {})
         bad = sorted(set(vec_kwargs) & set(_RESERVED_VEC_KEYS))
         if bad:
@@ -259,6 +258,10 @@ class RayVecEnv(ActorPool):
                 f"vec_kwargs must not set {bad}: RayVecEnv sets them (pass batch_size and "
                 "autoreset_mode to RayVecEnv itself)"
             )
+        # Checked here as each actor's ShmemVecEnv would, before any actor exists.
+        vec_kwargs = EngineOptions.from_kwargs(
+            vec_kwargs, caller="RayVecEnv(vec_kwargs=...)", allowed=_LOCAL_KEYS
+        ).changed()
         opts = self._actor_options(actor_options, n_act, placement_strategy)
 
         self.batch_size = int(batch_size)

@@ -32,10 +32,16 @@ except ImportError as _exc:
         f"vecenv.sb3 needs stable-baselines3 ({_exc}); install it with `pip install vecenv[sb3]`"
     ) from _exc
 
+from vecenv._options import ENGINE_OPTIONS, EngineOptions
 from vecenv.errors import InvalidArgumentError, WorkerError
 from vecenv.shmem_vec_env import ShmemVecEnv
 
 __all__ = ["EnvAttributeError", "SubprocVecEnv"]
+
+# The engine options a user may pass through: all but those SB3's API fixes.
+_ENGINE_KEYS = tuple(
+    k for k in ENGINE_OPTIONS if k not in ("context", "autoreset_mode", "batch_size")
+)
 
 
 class EnvAttributeError(WorkerError, AttributeError):
@@ -70,7 +76,8 @@ class SubprocVecEnv(_SB3VecEnv):
         stepping several envs), ``copy``, ``timeout`` (seconds),
         ``start_timeout``, ``spin``, ``cpu_affinity``, ``daemon``,
         ``spaces``, ``on_worker_death``, ``max_restarts``, ``check_rewards``,
-        ``check_actions``. ``context`` is another name for ``start_method``.
+        ``check_actions``; or all of them as ``engine_options``, an
+        :class:`~vecenv.EngineOptions`. ``context`` is another name for ``start_method``.
         ``autoreset_mode`` may only be "sb3" and ``batch_size`` only
         ``num_envs``: SB3's API steps every env at once and resets in the step.
 
@@ -126,6 +133,7 @@ class SubprocVecEnv(_SB3VecEnv):
         **vecenv_options: Any,
     ):
         env_fns = ShmemVecEnv._check_env_fns(env_fns)
+        spaces = vecenv_options.pop("spaces", None)
         context = vecenv_options.pop("context", None)
         if context is not None and start_method is not None and context != start_method:
             raise InvalidArgumentError(
@@ -152,9 +160,17 @@ class SubprocVecEnv(_SB3VecEnv):
                 f"batch_size={batch_size!r}: SB3's VecEnv API steps all num_envs="
                 f"{len(env_fns)} envs at once; use vecenv.ShmemVecEnv's send/recv for partial batches"
             )
+        # Checked as ShmemVecEnv checks them, before anything starts.
+        options = EngineOptions.from_kwargs(
+            vecenv_options, caller="SubprocVecEnv()", allowed=_ENGINE_KEYS
+        )
         self.waiting = False
         self._engine = ShmemVecEnv(
-            env_fns, context=start_method, autoreset_mode="sb3", **vecenv_options
+            env_fns,
+            spaces=spaces,
+            context=start_method,
+            autoreset_mode="sb3",
+            **options.changed(),
         )
         try:
             super().__init__(

@@ -42,7 +42,12 @@ import numpy as np
 from vecenv import _core, _layout
 from vecenv._collect import Collector
 from vecenv._engine import State
-from vecenv._options import ENGINE_OPTIONS, check_seconds
+from vecenv._options import (  # noqa: F401  (autoreset_mode_name: imported from here too)
+    ENGINE_OPTIONS,
+    EngineOptions,
+    autoreset_mode_name,
+    check_env_fns,
+)
 from vecenv._pool import (
     _NONE,
     _Resources,
@@ -50,7 +55,7 @@ from vecenv._pool import (
     _usable_cpus,
     plan_workers,
 )
-from vecenv._protocol import AUTORESET_MODES, Op
+from vecenv._protocol import Op
 from vecenv.base import check_batch_size, check_env_ids
 from vecenv.errors import (
     InvalidArgumentError,
@@ -59,29 +64,6 @@ from vecenv.errors import (
 )
 
 _OP_STEP, _OP_RESET = int(Op.STEP), int(Op.RESET)  # plain ints for the step path
-
-
-def autoreset_mode_name(mode: Any, allowed: Sequence[str] = AUTORESET_MODES) -> str:
-    """The engine's name ("sb3", "next_step", "same_step", "disabled") for an
-    autoreset mode given as a ``gymnasium.vector.AutoresetMode`` member or as a
-    string in any of its spellings ("next_step", "NextStep", "NEXT_STEP",
-    "nextstep"...).
-
-    Raises
-    ------
-    InvalidArgumentError
-        Not one of ``allowed``.
-    """
-    value = getattr(mode, "value", mode)  # an AutoresetMode member
-    if isinstance(value, str):
-        key = value.replace("_", "").replace("-", "").lower()
-        for name in allowed:
-            if name.replace("_", "") == key:
-                return name
-    raise InvalidArgumentError(
-        f"autoreset_mode must be one of {tuple(allowed)} (or gymnasium's AutoresetMode "
-        f"members and names such as 'NextStep'), got {mode!r}"
-    )
 
 
 class ShmemVecEnv(Collector):
@@ -193,6 +175,10 @@ class ShmemVecEnv(Collector):
         spaces. False: only their shapes and dtypes must agree (the caller
         checks the rest, as the gymnasium drop-in does for
         ``observation_mode="different"``).
+    engine_options : EngineOptions, optional
+        All of the options above as one :class:`~vecenv.EngineOptions`
+        (then pass none of them as keywords). The options in use are the
+        attribute ``engine_options``.
 
     Notes
     -----
@@ -250,7 +236,17 @@ class ShmemVecEnv(Collector):
         check_actions: bool = False,
         pickled_leaves: bool = False,
         check_spaces: bool = True,
+        engine_options: Optional[EngineOptions] = None,
     ):
+        # Every option checked in one place, as every front end checks them.
+        keywords = EngineOptions(**{k: v for k, v in locals().items() if k in ENGINE_OPTIONS})
+        if engine_options is not None:  # the same options, as keywords
+            opts = EngineOptions.from_kwargs(
+                {"engine_options": engine_options, **keywords.changed()}, caller="ShmemVecEnv()"
+            )
+            ShmemVecEnv.__init__(self, env_fns, spaces, **opts.as_kwargs())
+            return
+        self.engine_options = keywords
         self._state = State.CLOSED  # until construction succeeds
         self._resources = _Resources()
         self._finalizer = weakref.finalize(self, _shutdown, self._resources)
@@ -258,23 +254,7 @@ class ShmemVecEnv(Collector):
         num_envs = len(env_fns)
         self._ranges = plan_workers(num_envs, num_workers, envs_per_worker)
         batch_size = check_batch_size(batch_size, num_envs)
-        autoreset_mode = autoreset_mode_name(autoreset_mode)
-        check_seconds("timeout", timeout)
-        check_seconds("start_timeout", start_timeout)
-        check_seconds("spin", spin, zero_ok=True)
-        if on_worker_death not in ("raise", "restart"):
-            raise InvalidArgumentError(
-                f"on_worker_death must be 'raise' or 'restart', got {on_worker_death!r}"
-            )
-        if (
-            not isinstance(max_restarts, (int, np.integer))
-            or isinstance(max_restarts, bool)
-            or max_restarts < 0
-        ):
-            raise InvalidArgumentError(f"max_restarts must be an int >= 0, got {max_restarts!r}")
-        methods = ("fork", "spawn", "forkserver")
-        if context is not None and context not in methods:
-            raise InvalidArgumentError(f"context must be one of {methods} or None, got {context!r}")
+        autoreset_mode = keywords.autoreset_mode
         if spaces is not None and (not isinstance(spaces, (tuple, list)) or len(spaces) != 2):
             raise InvalidArgumentError("spaces must be a pair (observation_space, action_space)")
         num_workers = len(self._ranges)
@@ -333,26 +313,7 @@ class ShmemVecEnv(Collector):
         self._state = State.NEEDS_RESET
 
     # ------------------------------------------------------------ construction
-    @staticmethod
-    def _check_env_fns(env_fns):
-        if callable(env_fns) or isinstance(env_fns, (str, bytes)):
-            raise InvalidArgumentError(
-                "env_fns must be a sequence of callables, one per env; got a single value"
-            )
-        try:
-            env_fns = list(env_fns)
-        except TypeError:
-            raise InvalidArgumentError(
-                f"env_fns must be a sequence of callables, got {type(env_fns).__name__}"
-            ) from None
-        if not env_fns:
-            raise InvalidArgumentError("env_fns is empty: need at least one env factory")
-        for i, fn in enumerate(env_fns):
-            if not callable(fn):
-                raise InvalidArgumentError(
-                    f"env_fns[{i}] must be callable, got {type(fn).__name__}"
-                )
-        return env_fns
+    _check_env_fns = staticmethod(check_env_fns)
 
     def allow_steps_before_reset(self) -> None:
         """Let the first step_async come before any reset (the envs then step
@@ -744,7 +705,7 @@ def make(
     env_id: Union[str, Callable[[], Any]],
     num_envs: int,
     *,
-    vec_kwargs: Optional[Dict[str, Any]] = None,
+    vec_kwargs: Union[Dict[str, Any], EngineOptions, None] = None,
     wrappers: Sequence[Callable[[Any], Any]] = (),
     **kwargs,
 ) -> ShmemVecEnv:
@@ -758,8 +719,10 @@ def make(
         factory returning an env.
     num_envs : int
         Number of envs (>= 1).
-    vec_kwargs : dict, optional
-        Keyword arguments for ShmemVecEnv (num_workers, copy, timeout, ...).
+    vec_kwargs : dict or EngineOptions, optional
+        Keyword arguments for ShmemVecEnv (``spaces`` and the engine options:
+        num_workers, copy, timeout, ...; also accepted directly as keywords),
+        or an :class:`~vecenv.EngineOptions`.
     wrappers : sequence of callables
         Applied to each env in order (``wrapper(env) -> env``).
     **kwargs
@@ -768,14 +731,19 @@ def make(
     Raises
     ------
     InvalidArgumentError
-        Bad ``num_envs``, or kwargs with a callable ``env_id``.
+        Bad ``num_envs``, bad engine options (checked before any env is
+        built), or kwargs with a callable ``env_id``.
     """
     if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
         raise InvalidArgumentError(f"num_envs must be a positive int, got {num_envs!r}")
+    if isinstance(vec_kwargs, EngineOptions):
+        vec_kwargs = {"engine_options": vec_kwargs}
     vec_kwargs = dict(vec_kwargs or {})
     for key in list(kwargs):
         if key in _VEC_KEYS:
             vec_kwargs[key] = kwargs.pop(key)
+    spaces = vec_kwargs.pop("spaces", None)
+    options = EngineOptions.from_kwargs(vec_kwargs, caller="make(vec_kwargs=...)")
     if callable(env_id):
         if kwargs:
             raise InvalidArgumentError(
@@ -796,7 +764,7 @@ def make(
             env = wrap(env)
         return env
 
-    return ShmemVecEnv([make_one] * int(num_envs), **vec_kwargs)
+    return ShmemVecEnv([make_one] * int(num_envs), spaces, engine_options=options)
 
 
 _VEC_KEYS = frozenset(ENGINE_OPTIONS)  # make()'s keywords for the engine
