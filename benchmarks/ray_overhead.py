@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -38,6 +39,18 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+
+def _loopback_namespace() -> bool:
+    """tests/loopback.py's check (test and benchmark support, not in the
+    package): True in a loopback-only network namespace, with ``lo`` up."""
+    path = Path(__file__).resolve().parents[1] / "tests" / "loopback.py"
+    spec = importlib.util.spec_from_file_location("_vecenv_loopback", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.loopback_namespace()
+
 
 HERE = Path(__file__).resolve().parent
 ENVS = {"noop": "vecenv/Noop-v0", "bigobs": "vecenv/BigObs-v0"}
@@ -120,7 +133,7 @@ def main(argv=None):
     from ray.cluster_utils import Cluster
 
     import vecenv
-    from vecenv.ray import RayVecEnv, _loopback_namespace
+    from vecenv.ray import RayVecEnv
 
     if not _loopback_namespace():
         sys.exit(

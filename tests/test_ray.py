@@ -67,7 +67,7 @@ def test_refuses_to_start_without_a_running_ray():
 @pytest.fixture(scope="module")
 def loopback_namespace():
     pytest.importorskip("ray")
-    from vecenv.ray import _loopback_namespace
+    from loopback import loopback_namespace as _loopback_namespace
 
     if not _loopback_namespace():
         pytest.skip(
