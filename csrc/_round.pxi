@@ -24,9 +24,13 @@
 # written before the ready bytes, which come before the published count and the
 # doorbell (see Control.publish).
 
-from cpython.exc cimport PyErr_Clear, PyErr_Occurred
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_AsDouble, PyFloat_CheckExact
-from cpython.long cimport PyLong_AsDouble, PyLong_Check
+from cpython.long cimport PyLong_Check
+
+
+cdef extern from "Python.h":
+    # Never raises for an int: an int out of range sets *overflow instead.
+    long long _ve_long_value "PyLong_AsLongLongAndOverflow" (object x, int* overflow)
 
 
 cdef extern from "numpy/arrayobject.h":
@@ -372,7 +376,8 @@ cdef class WorkerRound:
     cdef object _step(self, Py_ssize_t i, Py_ssize_t k, dict pipe, list needs):
         """Env ``i``'s step (k = i - lo): what _Loop._step returns (its info)."""
         cdef double r
-        cdef int t, u
+        cdef long long v
+        cdef int t, u, overflow = 0
         if self.all_py or (pipe and i in pipe):
             return self.py_step(i, k)
         env = self.envs[k]
@@ -398,10 +403,10 @@ cdef class WorkerRound:
         elif type(reward) is self.np_float32:
             r = PyFloat_AsDouble(reward)
         elif PyLong_Check(reward):  # int and bool
-            r = PyLong_AsDouble(reward)
-            if r == -1.0 and PyErr_Occurred():
-                PyErr_Clear()
+            v = _ve_long_value(reward, &overflow)
+            if overflow:  # the Python tail raises, after any autoreset
                 return self.py_finish(i, k, result)
+            r = <double>v  # rounded as float(int) rounds
         else:
             return self.py_finish(i, k, result)
         t = _flag(terminated, self.np_bool)
