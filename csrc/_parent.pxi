@@ -45,6 +45,9 @@ cdef class ParentStep:
         The shared float64 rewards and bool flags, shape (num_envs,).
     ids_out : numpy.ndarray
         int64 scratch, shape (num_envs,), for collect.
+    final_bufs : list of numpy.ndarray or None
+        "sb3" autoreset: the last observations of ended episodes, one
+        (num_envs, *shape) buffer per leaf; None in the other modes.
     unflatten : callable or None
         Leaves -> the observation (Tuple/Dict spaces); None: one leaf, which
         is the observation.
@@ -68,6 +71,7 @@ cdef class ParentStep:
     cdef size_t act_row_bytes
     cdef list obs_bufs
     cdef list gather_out
+    cdef list final_bufs  # None unless "sb3" autoreset
     cdef object obs_view  # the copy=False observation of a lockstep step (one leaf)
     cdef object unflatten
     cdef bint copy
@@ -80,7 +84,7 @@ cdef class ParentStep:
 
     def __cinit__(self, Control ctrl, act_buf, list obs_bufs, list gather_out,
                   cnp.ndarray rew, cnp.ndarray term, cnp.ndarray trunc,
-                  cnp.ndarray ids_out, unflatten, bint copy):
+                  cnp.ndarray ids_out, final_bufs, unflatten, bint copy):
         self.mark = NULL
         n = ctrl.num_envs
         self.ctrl = ctrl
@@ -95,6 +99,9 @@ cdef class ParentStep:
         self.rew, self.term, self.trunc, self.ids_out = rew, term, trunc, ids_out
         self.obs_bufs = list(obs_bufs)
         self.gather_out = list(gather_out)
+        self.final_bufs = None if final_bufs is None else list(final_bufs)
+        if self.final_bufs is not None and len(self.final_bufs) != len(self.obs_bufs):
+            raise ValueError(f"final_bufs has {len(self.final_bufs)} leaves, obs_bufs {len(self.obs_bufs)}")
         self.unflatten = unflatten
         self.copy = copy
         self.obs_view = None
@@ -206,7 +213,31 @@ cdef class ParentStep:
         return True
 
     # ------------------------------------------------------------ results
-    def step(self, actions, double spin_s, double first_s):
+    cdef Py_ssize_t _terminal(self, list infos, list reset_infos, const int64_t* env_of,
+                              Py_ssize_t rows, const uint8_t* d) except -1:
+        """"sb3" autoreset, no env flagged: what Collector._complete does for
+        the ended rows (``d[j]``; row j is env ``env_of[j]``, or env j when
+        NULL): a fresh reset info, the last observation (a copy) and
+        ``TimeLimit.truncated``. Returns 0 (no ended env left to Python)."""
+        cdef Py_ssize_t j, i
+        cdef const uint8_t* te = <const uint8_t*>cnp.PyArray_DATA(self.term)
+        cdef const uint8_t* tr = <const uint8_t*>cnp.PyArray_DATA(self.trunc)
+        if self.final_bufs is None:
+            return 0  # nothing to add outside "sb3" autoreset
+        if reset_infos is None:
+            raise ValueError('"sb3" autoreset needs the reset_infos list')
+        for j in range(rows):
+            if not d[j]:
+                continue
+            i = env_of[j] if env_of != NULL else j
+            reset_infos[i] = PyDict_New()
+            leaves = [b[i].copy() for b in self.final_bufs]
+            info = infos[j]
+            info["terminal_observation"] = leaves[0] if self.unflatten is None else self.unflatten(leaves)
+            info["TimeLimit.truncated"] = bool(tr[i] and not te[i])
+        return 0
+
+    def step(self, actions, double spin_s, double first_s, list reset_infos=None):
         """:meth:`start` then :meth:`finish` in one call.
 
         Returns PARENT_NOT_EXACT (nothing done), PARENT_WAITING (dispatched,
@@ -214,9 +245,9 @@ cdef class ParentStep:
         Python) or the result tuple of :meth:`finish`."""
         if not self.start(actions):
             return PARENT_NOT_EXACT
-        return self.finish(spin_s, first_s)
+        return self.finish(spin_s, first_s, reset_infos)
 
-    def finish(self, double spin_s, double first_s):
+    def finish(self, double spin_s, double first_s, list reset_infos=None):
         """Lockstep: wait (spin up to ``spin_s`` s, at most ``first_s`` s in
         all) for every env, collect them and build the result.
 
@@ -228,9 +259,14 @@ cdef class ParentStep:
         (obs, rewards, dones, infos, flagged, ended) : tuple
             obs: fresh arrays (copy=True) or the shared views, unflattened;
             rewards: float64 (num_envs,), fresh; dones: bool (num_envs,),
-            ``terminated | truncated``, fresh; infos: num_envs new empty
-            dicts; flagged: envs with a message on their pipe (the caller
-            reads them); ended: envs whose dones is True.
+            ``terminated | truncated``, fresh; infos: num_envs new dicts;
+            flagged: envs with a message on their pipe (the caller reads
+            them); ended: with "sb3" autoreset and a flagged env, the envs
+            whose episode ended, else 0. When both are 0 the batch is
+            complete: with "sb3" autoreset ``reset_infos`` (the vec env's
+            list) got a fresh dict and ``infos`` the terminal observation of
+            each ended env. Otherwise the caller finishes it
+            (Collector._complete).
         """
         cdef Control c = self.ctrl
         if c.wait_ready(self.n, spin_s, first_s) < 0:
@@ -248,6 +284,10 @@ cdef class ParentStep:
                 ended += d[i]
         rew = cnp.PyArray_NewCopy(self.rew, cnp.NPY_CORDER)
         infos = [PyDict_New() for i in range(n)]
+        if ended and self.final_bufs is not None and not flagged:
+            ended = self._terminal(infos, reset_infos, NULL, n, d)
+        elif self.final_bufs is None:
+            ended = 0
         if self.copy:
             leaves = [cnp.PyArray_NewCopy(<cnp.ndarray>b, cnp.NPY_CORDER) for b in self.obs_bufs]
             obs = leaves[0] if self.unflatten is None else self.unflatten(leaves)
@@ -257,7 +297,7 @@ cdef class ParentStep:
             obs = self.unflatten(self.obs_bufs)
         return obs, rew, dones, infos, flagged, ended
 
-    def recv(self, Py_ssize_t k, double spin_s, double first_s):
+    def recv(self, Py_ssize_t k, double spin_s, double first_s, list reset_infos=None):
         """Partial batches: wait for ``k`` envs, collect the oldest ``k``
         (FIFO, as Control.collect) and build the batch.
 
@@ -269,8 +309,8 @@ cdef class ParentStep:
             Not ``k`` published within ``first_s``: nothing collected.
         (obs, rewards, dones, infos, env_ids, flagged, ended, in_flight) : tuple
             Row j is env ``env_ids[j]`` (int64 (k,), fresh; FIFO order, or
-            sorted with copy=False). obs: when the rows are consecutive envs,
-            a copy of the block (copy=True) or views of it (copy=False);
+            sorted with copy=False); flagged and ended as in :meth:`finish`.
+            obs: when the rows are consecutive envs, a copy of the block (copy=True) or views of it (copy=False);
             else gathered into fresh arrays (copy=True) or ``gather_out``.
             in_flight: envs still in flight after this collect.
         """
@@ -319,6 +359,10 @@ cdef class ParentStep:
                 d[j] = 1 if (te[e] | tr[e]) else 0
                 ended += d[j]
         infos = [PyDict_New() for j in range(k)]
+        if ended and self.final_bufs is not None and not flagged:
+            ended = self._terminal(infos, reset_infos, p, k, d)
+        elif self.final_bufs is None:
+            ended = 0
         cdef Py_ssize_t lo = p[0]
         if consecutive:
             if self.copy:

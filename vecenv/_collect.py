@@ -306,6 +306,7 @@ class Collector(WorkerStartup):
             self._term,
             self._trunc,
             self._ids_out,
+            self._final_bufs if self._sb3_final else None,
             None if self._single_obs else self._unflatten_obs,
             self.copy,
         )

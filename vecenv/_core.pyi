@@ -169,6 +169,7 @@ class ParentStep:
         term: npt.NDArray[np.bool_],
         trunc: npt.NDArray[np.bool_],
         ids_out: npt.NDArray[np.int64],
+        final_bufs: list[npt.NDArray[np.generic]] | None,
         unflatten: Callable[[list[npt.NDArray[np.generic]]], object] | None,
         copy: bool,
     ) -> None: ...
@@ -177,7 +178,11 @@ class ParentStep:
     def send(self, actions: object, env_ids: object) -> bool:
         """Write the rows of ``env_ids`` and dispatch them; False: nothing done."""
     def step(
-        self, actions: object, spin_s: float, first_s: float
+        self,
+        actions: object,
+        spin_s: float,
+        first_s: float,
+        reset_infos: list[dict[str, Any]] | None = None,
     ) -> (
         int
         | tuple[
@@ -186,7 +191,7 @@ class ParentStep:
     ):
         """:meth:`start` then :meth:`finish`; PARENT_NOT_EXACT when nothing was done."""
     def finish(
-        self, spin_s: float, first_s: float
+        self, spin_s: float, first_s: float, reset_infos: list[dict[str, Any]] | None = None
     ) -> (
         int
         | tuple[
@@ -195,7 +200,7 @@ class ParentStep:
     ):
         """PARENT_WAITING, or ``(obs, rewards, dones, infos, flagged, ended)``."""
     def recv(
-        self, k: int, spin_s: float, first_s: float
+        self, k: int, spin_s: float, first_s: float, reset_infos: list[dict[str, Any]] | None = None
     ) -> (
         int
         | tuple[

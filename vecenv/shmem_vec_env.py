@@ -585,12 +585,12 @@ class ShmemVecEnv(Collector):
                 self._put_actions(actions)  # idle: an error here sent nothing
                 actions = None
             self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-            r = fast.step(actions, self.spin, _SLICE_S)
+            r = fast.step(actions, self.spin, _SLICE_S, self.reset_infos)
             if r is _core.PARENT_NOT_EXACT:
                 self._state = State.IDLE
                 self._put_actions(actions)
                 self._state = State.NEEDS_RESET
-                r = fast.step(None, self.spin, _SLICE_S)
+                r = fast.step(None, self.spin, _SLICE_S, self.reset_infos)
             return self._step_result(r)
         self._step_start(actions)
         return self._step_finish()
@@ -600,7 +600,7 @@ class ShmemVecEnv(Collector):
         if type(r) is not tuple:  # not all envs within the first slice: wait on here
             return self._step_finish(_SLICE_S)
         obs, rew, dones, infos, flagged, ended = r
-        if flagged or (ended and self._sb3_final):
+        if flagged or ended:  # the per-env Python part (see ParentStep.finish)
             self._complete(None, infos, flagged)
         self._state = State.IDLE
         return obs, rew, dones, infos
@@ -638,7 +638,7 @@ class ShmemVecEnv(Collector):
         self._state = State.NEEDS_RESET
         fast = self._fast
         if fast is not None and self._fast_wait_ok():
-            return self._step_result(fast.finish(self.spin, _SLICE_S))
+            return self._step_result(fast.finish(self.spin, _SLICE_S, self.reset_infos))
         return self._step_finish()
 
     def _step_finish(self, waited: float = 0.0):
@@ -724,10 +724,10 @@ class ShmemVecEnv(Collector):
         if fast is not None and self._fast_wait_ok():
             prev = self._state
             self._state = State.NEEDS_RESET  # until this batch is collected (see step_wait)
-            r = fast.recv(k, self.spin, _SLICE_S)
+            r = fast.recv(k, self.spin, _SLICE_S, self.reset_infos)
             if type(r) is tuple:
                 obs, rew, dones, infos, ids, flagged, ended, left = r
-                if flagged or (ended and self._sb3_final):
+                if flagged or ended:
                     self._complete(ids, infos, flagged)
                 self._state = State.RUNNING if left else State.IDLE
                 return obs, rew, dones, infos, ids
