@@ -33,6 +33,7 @@ current cmd_seq and msg_seq.
 
 from __future__ import annotations
 
+import time
 import weakref
 from multiprocessing import get_context
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -49,7 +50,7 @@ from vecenv._options import (  # noqa: F401  (autoreset_mode_name: imported from
     check_env_fns,
 )
 from vecenv._pool import (
-    _NONE,
+    _SLICE_S,
     _Resources,
     _shutdown,
     _usable_cpus,
@@ -310,6 +311,7 @@ class ShmemVecEnv(Collector):
         except BaseException:
             self.close()
             raise
+        self._fast = self._make_parent_step()  # the compiled step path, or None
         self._state = State.NEEDS_RESET
 
     # ------------------------------------------------------------ construction
@@ -498,8 +500,31 @@ class ShmemVecEnv(Collector):
             A step is already pending, reset() was not called, or the vec env
             uses batch_size < num_envs (use send/recv).
         """
+        fast = self._fast
+        if (
+            fast is not None
+            and fast.exact_actions
+            and self._state is State.IDLE
+            and self.batch_size == self.num_envs
+            and not self.check_actions
+        ):
+            self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            if fast.start(actions):
+                self._state = State.STEP_PENDING
+                return
+            self._state = State.IDLE  # not an exact array: nothing was sent
         self._step_start(actions)
         self._state = State.STEP_PENDING
+
+    def _fast_wait_ok(self) -> bool:
+        """Whether the compiled path may wait for this batch: no caller's
+        single-wait timeout, no restart to report, and no liveness check due
+        (the Python wait makes it every _SLICE_S seconds)."""
+        return (
+            self._wait_timeout is None
+            and not self._restarted
+            and time.monotonic() < self._next_check
+        )
 
     def _step_start(self, actions) -> None:
         self._check_step_async()
@@ -511,8 +536,36 @@ class ShmemVecEnv(Collector):
         """:meth:`step_async` then :meth:`step_wait`, without passing through
         STEP_PENDING: a Ctrl-C anywhere in it leaves NEEDS_RESET, from which
         :meth:`reset` recovers (see step_wait for what it returns and raises)."""
+        fast = self._fast
+        if (
+            fast is not None
+            and self._state is State.IDLE
+            and self.batch_size == self.num_envs
+            and self._fast_wait_ok()
+        ):
+            if self.check_actions or not fast.exact_actions:
+                self._put_actions(actions)  # idle: an error here sent nothing
+                actions = None
+            self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            r = fast.step(actions, self.spin, _SLICE_S, self.reset_infos)
+            if r is _core.PARENT_NOT_EXACT:
+                self._state = State.IDLE
+                self._put_actions(actions)
+                self._state = State.NEEDS_RESET
+                r = fast.step(None, self.spin, _SLICE_S, self.reset_infos)
+            return self._step_result(r)
         self._step_start(actions)
         return self._step_finish()
+
+    def _step_result(self, r):
+        """The step's result from the compiled path's ``r`` (see ParentStep.finish)."""
+        if type(r) is not tuple:  # not all envs within the first slice: wait on here
+            return self._step_finish(_SLICE_S)
+        obs, rew, dones, infos, flagged, ended = r
+        if flagged or ended:  # the per-env Python part (see ParentStep.finish)
+            self._complete(None, infos, flagged)
+        self._state = State.IDLE
+        return obs, rew, dones, infos
 
     def step_wait(self):
         """Wait for the step started by :meth:`step_async`.
@@ -545,25 +598,17 @@ class ShmemVecEnv(Collector):
         # Until this step completes: any exception (Ctrl-C too) leaves a vec
         # env whose reset() drains the envs in flight.
         self._state = State.NEEDS_RESET
+        fast = self._fast
+        if fast is not None and self._fast_wait_ok():
+            return self._step_result(fast.finish(self.spin, _SLICE_S, self.reset_infos))
         return self._step_finish()
 
-    def _step_finish(self):
+    def _step_finish(self, waited: float = 0.0):
         n = self.num_envs
-        self._wait(n, "step", State.STEP_PENDING)
+        self._wait(n, "step", State.STEP_PENDING, waited)
         flagged = self._ctrl.collect_all()
-        infos = [{} for _ in range(n)]
-        ended = np.flatnonzero(self._term | self._trunc) if self._sb3_final else _NONE
-        for i in ended:  # an automatic reset's info, unless a message brings one
-            self.reset_infos[i] = {}
-        if flagged:
-            got, errors = self._read_flagged(range(n))
-            if errors:
-                self._raise_errors(errors)
-            for i, info in got.items():
-                infos[i] = self._split_reset_info(i, self._take_pickled(i, info))
-        self._add_terminal(ended, ended, infos)
-        if self._restarted:
-            self._report_restarts(range(n), infos)
+        infos: List[Dict[str, Any]] = [{} for _ in range(n)]
+        self._complete(None, infos, flagged)
         self._state = State.IDLE
         return self._obs_batch(), self._rew.copy(), self._term | self._trunc, infos
 
@@ -593,6 +638,14 @@ class ShmemVecEnv(Collector):
             Bad actions or env_ids, or an env that is still in flight.
         """
         self._guard("send", State.IDLE, State.RUNNING)
+        fast = self._fast
+        if fast is not None and fast.exact_actions and not self.check_actions:
+            prev = self._state
+            self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            if fast.send(actions, env_ids):
+                self._state = State.RUNNING
+                return
+            self._state = prev  # not the plain case: nothing was sent
         ids = check_env_ids(env_ids, self.num_envs)
         busy = ids[self._in_flight[ids]]
         if busy.size:
@@ -628,6 +681,21 @@ class ShmemVecEnv(Collector):
         """
         self._guard("recv", State.RUNNING, State.IDLE)
         k = self.batch_size
+        fast = self._fast
+        waited = 0.0
+        if fast is not None and self._fast_wait_ok():
+            prev = self._state
+            self._state = State.NEEDS_RESET  # until this batch is collected (see step_wait)
+            r = fast.recv(k, self.spin, _SLICE_S, self.reset_infos)
+            if type(r) is tuple:
+                obs, rew, dones, infos, ids, flagged, ended, left = r
+                if flagged or ended:
+                    self._complete(ids, infos, flagged)
+                self._state = State.RUNNING if left else State.IDLE
+                return obs, rew, dones, infos, ids
+            self._state = prev
+            if r == _core.PARENT_WAITING:
+                waited = _SLICE_S
         pending = int(self._in_flight.sum())
         if pending < k:
             raise StateError(
@@ -635,7 +703,7 @@ class ShmemVecEnv(Collector):
                 "send() actions for the env_ids of the last recv() first"
             )
         self._state = State.NEEDS_RESET  # until this batch is collected (see step_wait)
-        self._wait(k, "step", State.RUNNING)
+        self._wait(k, "step", State.RUNNING, waited)
         flagged = self._ctrl.collect(k, self._ids_out)
         ids = self._ids_out[:k].copy()
         # copy=False and a batch of consecutive envs: hand out views of their
@@ -644,20 +712,8 @@ class ShmemVecEnv(Collector):
         if not self.copy:
             ids.sort()
             contiguous = int(ids[-1]) - int(ids[0]) == k - 1
-        infos = [{} for _ in range(k)]
-        ended_pos = np.flatnonzero(self._term[ids] | self._trunc[ids]) if self._sb3_final else _NONE
-        for pos in ended_pos:  # an automatic reset's info, unless a message brings one
-            self.reset_infos[int(ids[pos])] = {}
-        if flagged:
-            got, errors = self._read_flagged(ids)
-            if errors:
-                self._raise_errors(errors)
-            pos = {int(e): j for j, e in enumerate(ids)}
-            for i, info in got.items():
-                infos[pos[i]] = self._split_reset_info(i, self._take_pickled(i, info))
-        self._add_terminal(ids[ended_pos], ended_pos, infos)
-        if self._restarted:
-            self._report_restarts(ids, infos)
+        infos: List[Dict[str, Any]] = [{} for _ in range(k)]
+        self._complete(ids, infos, flagged)
         if contiguous:
             lo = int(ids[0])
             leaves = [buf[lo : lo + k] for buf in self._obs_bufs]
@@ -691,6 +747,7 @@ class ShmemVecEnv(Collector):
         self._obs_bufs = self._act_bufs = self._gather_out = self._obs_rows = ()
         self._rew = self._term = self._trunc = self._status = None
         self._ctrl = None
+        self._fast = None
         self._write_actions = None
         self._resources.shutdown(timeout=timeout)
 
