@@ -617,3 +617,26 @@ def test_the_slot_names_the_env_and_what_it_does(mode):
         expected = [A.RESET, A.STEP, A.STEP, A.AUTORESET] + ([A.STEP] if mode == "sb3" else [])
         assert [int(a) for _, a in codes] == [int(a) for a in expected]
     assert seen[0] == seen[1]
+
+
+class UnpicklableInfoEnv(PlainEnv):
+    """Env 1's second step returns an info that cannot be pickled."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.env_id == 1 and self.steps == 2:
+            info = {"fn": lambda: None}
+        return obs, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("mode", ["sb3", "next_step"])
+def test_an_unpicklable_info_is_reported_the_same_way(mode):
+    compare(lambda: [UnpicklableInfoEnv(e, reset_info=True) for e in range(3)], mode, rounds=6)
+    loop = make_loop([UnpicklableInfoEnv(e) for e in range(3)], mode, compiled=True)
+    try:
+        _run_steps(loop, 2, 3)
+        _, (_, infos, errors) = loop.conn.bodies[-1]
+        assert infos == {} and errors[1]["where"] == "pickling the info dict"
+        assert loop.ctrl.arrays()[1].tolist() == [0, _core.STATUS_ERROR, 0]
+    finally:
+        loop.release()
