@@ -34,6 +34,12 @@ pytestmark = pytest.mark.timeout(60)
 STEP, RESET = _core.OP_STEP, _core.OP_RESET
 
 
+@pytest.fixture(autouse=True)
+def _compiled_round_on(monkeypatch):
+    """Loops built here get the compiled round even under VECENV_PY_ROUND=1."""
+    monkeypatch.delenv("VECENV_PY_ROUND", raising=False)
+
+
 def canon(x):
     """A comparable form of a value: type, dtype, shape and contents."""
     if isinstance(x, np.ndarray):
@@ -206,7 +212,7 @@ def make_loop(envs, mode, compiled, check_rewards=False, pickled=False):
         check_rewards=check_rewards,
     )
     loop = CountingLoop(spec, FakeConn(), None, envs, block, layout)
-    assert loop.compiled is not None  # VECENV_PY_ROUND is not set in the tests
+    assert loop.compiled is not None
     if not compiled:
         loop.compiled.close()
         loop.compiled = None
@@ -572,3 +578,65 @@ def test_sb3_dropin_terminal_observations_match(monkeypatch):
     got, want = run(False), run(True)
     assert "terminal_observation" in got
     assert got == want
+
+
+class SlotProbeEnv(PlainEnv):
+    """Records what the worker slot says (``Control.activity``) inside its calls."""
+
+    ctrl = None
+
+    def reset(self, *, seed=None, options=None):
+        self.received.append(("slot", self.ctrl.activity(0)))
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        self.received.append(("slot", self.ctrl.activity(0)))
+        return super().step(action)
+
+
+@pytest.mark.parametrize("mode", ["sb3", "next_step"])
+def test_the_slot_names_the_env_and_what_it_does(mode):
+    seen = []
+    for compiled in (True, False):
+        envs = [SlotProbeEnv(e, length=2) for e in range(2)]
+        loop = make_loop(envs, mode, compiled)
+        try:
+            for env in envs:
+                env.ctrl = loop.ctrl
+            _run_steps(loop, 3, 2)
+            seen.append([[x for x in env.received if x[0] == "slot"] for env in envs])
+            assert loop.ctrl.activity(0) == (-1, 0)
+        finally:
+            loop.release()
+    A = _worker.Activity
+    for e, calls in enumerate(seen[0]):
+        codes = [c[1] for c in calls]
+        assert all(env == e for env, _ in codes)
+        # reset op, step, step (the episode ends), then the automatic reset:
+        # inside step 2 (sb3) or as step 3 (next_step)
+        expected = [A.RESET, A.STEP, A.STEP, A.AUTORESET] + ([A.STEP] if mode == "sb3" else [])
+        assert [int(a) for _, a in codes] == [int(a) for a in expected]
+    assert seen[0] == seen[1]
+
+
+class UnpicklableInfoEnv(PlainEnv):
+    """Env 1's second step returns an info that cannot be pickled."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.env_id == 1 and self.steps == 2:
+            info = {"fn": lambda: None}
+        return obs, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("mode", ["sb3", "next_step"])
+def test_an_unpicklable_info_is_reported_the_same_way(mode):
+    compare(lambda: [UnpicklableInfoEnv(e, reset_info=True) for e in range(3)], mode, rounds=6)
+    loop = make_loop([UnpicklableInfoEnv(e) for e in range(3)], mode, compiled=True)
+    try:
+        _run_steps(loop, 2, 3)
+        _, (_, infos, errors) = loop.conn.bodies[-1]
+        assert infos == {} and errors[1]["where"] == "pickling the info dict"
+        assert loop.ctrl.arrays()[1].tolist() == [0, _core.STATUS_ERROR, 0]
+    finally:
+        loop.release()
