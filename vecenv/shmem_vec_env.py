@@ -39,10 +39,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from vecenv import _core, _layout
+from vecenv import _core, _inprocess, _layout
 from vecenv._collect import Collector
 from vecenv._engine import State
-from vecenv._options import ENGINE_OPTIONS, check_seconds
+from vecenv._options import ENGINE_OPTIONS, check_seconds, in_process
 from vecenv._pool import (
     _NONE,
     _Resources,
@@ -104,6 +104,16 @@ class ShmemVecEnv(Collector):
     num_workers, envs_per_worker : int, optional
         Worker layout (give one or neither). Default: one worker per usable
         CPU core, envs spread evenly. Each worker steps its envs in order.
+        ``num_workers=0``: no worker process; the envs are built and stepped
+        in the calling process, in order, by the same engine (same API,
+        results, infos and errors; ``in_process`` is then True). The
+        fastest layout for envs whose step costs a few microseconds. There
+        ``timeout`` and ``cpu_affinity`` are refused (nothing can stop or
+        pin an env running in the caller's thread); ``start_timeout``,
+        ``spin``, ``context``, ``daemon``, ``on_worker_death`` and
+        ``max_restarts`` have no effect; call arguments and results are
+        passed by reference (no pickling), and the global generators are
+        never reseeded by reset seeds (they are the caller's).
     batch_size : int, optional
         Envs returned by :meth:`recv` (default num_envs: lockstep).
     context : str, optional
@@ -213,7 +223,8 @@ class ShmemVecEnv(Collector):
     Raises
     ------
     InvalidArgumentError
-        Bad arguments (before any process or shared memory exists).
+        Bad arguments (before any process or shared memory exists), also
+        ``timeout`` or ``cpu_affinity`` with ``num_workers=0``.
     SpaceError
         A space that cannot live in shared memory, or envs that disagree.
     WorkerError
@@ -255,7 +266,12 @@ class ShmemVecEnv(Collector):
         self._finalizer = weakref.finalize(self, _shutdown, self._resources)
         env_fns = self._check_env_fns(env_fns)
         num_envs = len(env_fns)
-        self._ranges = plan_workers(num_envs, num_workers, envs_per_worker)
+        self.in_process = in_process(num_workers, envs_per_worker)
+        if self.in_process:  # the envs step in this process, as one worker's
+            _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
+            self._ranges = [(0, num_envs)]
+        else:
+            self._ranges = plan_workers(num_envs, num_workers, envs_per_worker)
         batch_size = check_batch_size(batch_size, num_envs)
         autoreset_mode = autoreset_mode_name(autoreset_mode)
         check_seconds("timeout", timeout)
@@ -280,6 +296,8 @@ class ShmemVecEnv(Collector):
         cpus = _usable_cpus()
         if spin is None:
             spin = 200e-6 if num_workers <= 2 * cpus else 0.0
+        if self.in_process:
+            spin = 0.0  # nothing waits: every dispatch runs its round at once
         self._cores = self._check_affinity(cpu_affinity, num_workers)
 
         self.batch_size = int(batch_size)
@@ -315,7 +333,10 @@ class ShmemVecEnv(Collector):
         self._daemon = daemon
         self._start_timeout = start_timeout
         self._progress: Dict[int, Tuple[Optional[int], int]] = {}  # starting: (env, activity)
-        self._start_workers(self._ctx, env_fns, daemon, start_timeout)
+        if self.in_process:
+            _inprocess.start_envs(self, env_fns)
+        else:
+            self._start_workers(self._ctx, env_fns, daemon, start_timeout)
         obs_space, act_space = self._spaces
         if spaces is not None and (spaces[0] != obs_space or spaces[1] != act_space):
             self.close()
@@ -326,6 +347,8 @@ class ShmemVecEnv(Collector):
         super().__init__(num_envs, obs_space, act_space)
         try:
             self._attach(start_timeout)
+            if self.in_process:
+                _inprocess.bind(self)
         except BaseException:
             self.close()
             raise
@@ -734,7 +757,8 @@ class ShmemVecEnv(Collector):
 
     def __repr__(self) -> str:
         return (
-            f"ShmemVecEnv(num_envs={getattr(self, 'num_envs', '?')}, num_workers={len(self._ranges)}, "
+            f"ShmemVecEnv(num_envs={getattr(self, 'num_envs', '?')}, "
+            f"num_workers={0 if getattr(self, 'in_process', False) else len(self._ranges)}, "
             f"batch_size={getattr(self, 'batch_size', '?')}, state={self._state.value})"
         )
 
