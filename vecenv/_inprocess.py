@@ -320,9 +320,11 @@ def start_envs(venv: Any, env_fns) -> None:
             try:
                 envs.append(to_gymnasium(fn()))
             except Exception as exc:
-                raise as_env_exception(
+                # Its __cause__ is the env's traceback (RemoteTraceback), as from a worker.
+                err = as_env_exception(
                     venv._worker_error(error_payload(exc, i, "creating the env"))
-                ) from None
+                )
+                raise err from err.__cause__
         obs_space, act_space = envs[0].observation_space, envs[0].action_space
         for i, env in enumerate(envs[1:], 1):
             if venv.check_spaces and (
