@@ -384,6 +384,20 @@ def test_call_arguments_need_not_pickle():
         assert venv.env_method("apply", lambda i: i + 100) == [100, 101]
 
 
+def test_factories_need_not_pickle():
+    import threading
+
+    lock = threading.Lock()  # cloudpickle refuses it: workers could not get this factory
+
+    def make(i):
+        with lock:
+            return PayloadEnv(i)
+
+    fns = [functools.partial(make, i) for i in range(2)]
+    with vecenv.ShmemVecEnv(fns, num_workers=0) as venv:
+        assert venv.reset()[:, 0].tolist() == [0, 1]
+
+
 def test_actions_are_copied_before_the_step_runs():
     """A list of actions goes through the pipe path: the envs get copies, so
     the caller may reuse its objects at once, as with workers."""

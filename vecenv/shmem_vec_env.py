@@ -29,6 +29,10 @@ buried workers again; ``on_worker_death="restart"`` does so during a step and
 reports the envs as truncated. The segment handle stays valid for new workers
 because the parent keeps the memfd open; a new worker starts from its slot's
 current cmd_seq and msg_seq.
+
+In-process (``num_workers=0``) there is no worker process: the parent runs
+the worker's loop itself, behind stand-ins for its pipe, Control and process
+(:mod:`vecenv._inprocess`), and everything above holds unchanged.
 """
 
 from __future__ import annotations
