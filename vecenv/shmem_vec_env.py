@@ -110,8 +110,10 @@ class ShmemVecEnv(Collector):
         CPU core, envs spread evenly. Each worker steps its envs in order.
         ``num_workers=0``: no worker process; the envs are built and stepped
         in the calling process, in order, by the same engine (same API,
-        results, infos and errors; ``in_process`` is then True). The
-        fastest layout for envs whose step costs a few microseconds. There
+        results, infos and errors; ``in_process`` is then True), where
+        ``step_async``, ``send`` and ``reset_async`` run the envs before
+        they return. The fastest layout for envs whose step costs a few
+        microseconds. There
         ``timeout`` and ``cpu_affinity`` are refused (nothing can stop or
         pin an env running in the caller's thread); ``start_timeout``,
         ``spin``, ``context``, ``daemon``, ``on_worker_death`` and
