@@ -429,7 +429,7 @@ def _vecenv_layout(venv) -> Dict[str, Any]:
     ranges = getattr(venv, "_ranges", None)
     out = {"spin_s": getattr(venv, "spin", None)}
     if ranges:
-        out["num_workers"] = len(ranges)
+        out["num_workers"] = 0 if getattr(venv, "in_process", False) else len(ranges)
         out["envs_per_worker"] = max(hi - lo for lo, hi in ranges)
     return out
 
@@ -617,6 +617,13 @@ CONTENDERS: Dict[str, Contender] = {
             vecenv=True,
             note="ShmemVecEnv with the fastest num_workers among 1, cores-1, cores, 2*cores, "
             "num_envs, picked by a short trial before the rounds",
+        ),
+        Contender(
+            "vecenv_inprocess",
+            "vecenv lockstep in-process (num_workers=0)",
+            functools.partial(_open_vecenv, num_workers=0),
+            vecenv=True,
+            note="ShmemVecEnv(num_workers=0): the same engine, envs stepped in the calling process",
         ),
         Contender(
             "vecenv_async",

@@ -29,6 +29,10 @@ buried workers again; ``on_worker_death="restart"`` does so during a step and
 reports the envs as truncated. The segment handle stays valid for new workers
 because the parent keeps the memfd open; a new worker starts from its slot's
 current cmd_seq and msg_seq.
+
+In-process (``num_workers=0``) there is no worker process: the parent runs
+the worker's loop itself, behind stand-ins for its pipe, Control and process
+(:mod:`vecenv._inprocess`), and everything above holds unchanged.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from vecenv import _core, _layout
+from vecenv import _core, _inprocess, _layout
 from vecenv._collect import Collector
 from vecenv._engine import State
 from vecenv._options import (  # noqa: F401  (autoreset_mode_name: imported from here too)
@@ -48,6 +52,7 @@ from vecenv._options import (  # noqa: F401  (autoreset_mode_name: imported from
     EngineOptions,
     autoreset_mode_name,
     check_env_fns,
+    in_process,
 )
 from vecenv._pool import (
     _SLICE_S,
@@ -87,6 +92,18 @@ class ShmemVecEnv(Collector):
     num_workers, envs_per_worker : int, optional
         Worker layout (give one or neither). Default: one worker per usable
         CPU core, envs spread evenly. Each worker steps its envs in order.
+        ``num_workers=0``: no worker process; the envs are built and stepped
+        in the calling process, in order, by the same engine (same API,
+        results, infos and errors; ``in_process`` is then True), where
+        ``step_async``, ``send`` and ``reset_async`` run the envs before
+        they return. The fastest layout for envs whose step costs a few
+        microseconds. There
+        ``timeout`` and ``cpu_affinity`` are refused (nothing can stop or
+        pin an env running in the caller's thread); ``start_timeout``,
+        ``spin``, ``context``, ``daemon``, ``on_worker_death`` and
+        ``max_restarts`` have no effect; call arguments and results are
+        passed by reference (no pickling), and the global generators are
+        never reseeded by reset seeds (they are the caller's).
     batch_size : int, optional
         Envs returned by :meth:`recv` (default num_envs: lockstep).
     context : str, optional
@@ -201,7 +218,8 @@ class ShmemVecEnv(Collector):
     Raises
     ------
     InvalidArgumentError
-        Bad arguments (before any process or shared memory exists).
+        Bad arguments (before any process or shared memory exists), also
+        ``timeout`` or ``cpu_affinity`` with ``num_workers=0``.
     SpaceError
         A space that cannot live in shared memory, or envs that disagree.
     WorkerError
@@ -253,7 +271,12 @@ class ShmemVecEnv(Collector):
         self._finalizer = weakref.finalize(self, _shutdown, self._resources)
         env_fns = self._check_env_fns(env_fns)
         num_envs = len(env_fns)
-        self._ranges = plan_workers(num_envs, num_workers, envs_per_worker)
+        self.in_process = in_process(num_workers, envs_per_worker)
+        if self.in_process:  # the envs step in this process, as one worker's
+            _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
+            self._ranges = [(0, num_envs)]
+        else:
+            self._ranges = plan_workers(num_envs, num_workers, envs_per_worker)
         batch_size = check_batch_size(batch_size, num_envs)
         autoreset_mode = keywords.autoreset_mode
         if spaces is not None and (not isinstance(spaces, (tuple, list)) or len(spaces) != 2):
@@ -262,6 +285,8 @@ class ShmemVecEnv(Collector):
         cpus = _usable_cpus()
         if spin is None:
             spin = 200e-6 if num_workers <= 2 * cpus else 0.0
+        if self.in_process:
+            spin = 0.0  # nothing waits: every dispatch runs its round at once
         self._cores = self._check_affinity(cpu_affinity, num_workers)
 
         self.batch_size = int(batch_size)
@@ -297,7 +322,10 @@ class ShmemVecEnv(Collector):
         self._daemon = daemon
         self._start_timeout = start_timeout
         self._progress: Dict[int, Tuple[Optional[int], int]] = {}  # starting: (env, activity)
-        self._start_workers(self._ctx, env_fns, daemon, start_timeout)
+        if self.in_process:
+            _inprocess.start_envs(self, env_fns)
+        else:
+            self._start_workers(self._ctx, env_fns, daemon, start_timeout)
         obs_space, act_space = self._spaces
         if spaces is not None and (spaces[0] != obs_space or spaces[1] != act_space):
             self.close()
@@ -308,6 +336,8 @@ class ShmemVecEnv(Collector):
         super().__init__(num_envs, obs_space, act_space)
         try:
             self._attach(start_timeout)
+            if self.in_process:
+                _inprocess.bind(self)
         except BaseException:
             self.close()
             raise
@@ -753,7 +783,8 @@ class ShmemVecEnv(Collector):
 
     def __repr__(self) -> str:
         return (
-            f"ShmemVecEnv(num_envs={getattr(self, 'num_envs', '?')}, num_workers={len(self._ranges)}, "
+            f"ShmemVecEnv(num_envs={getattr(self, 'num_envs', '?')}, "
+            f"num_workers={0 if getattr(self, 'in_process', False) else len(self._ranges)}, "
             f"batch_size={getattr(self, 'batch_size', '?')}, state={self._state.value})"
         )
 
