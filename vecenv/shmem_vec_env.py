@@ -33,6 +33,7 @@ current cmd_seq and msg_seq.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from multiprocessing import get_context
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -40,9 +41,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from vecenv import _core, _layout
+from vecenv._autolayout import Layout, auto_layout
 from vecenv._collect import Collector
 from vecenv._engine import State
-from vecenv._options import ENGINE_OPTIONS, check_seconds
+from vecenv._options import ENGINE_OPTIONS, check_auto_workers, check_seconds
 from vecenv._pool import (
     _NONE,
     _Resources,
@@ -104,6 +106,12 @@ class ShmemVecEnv(Collector):
     num_workers, envs_per_worker : int, optional
         Worker layout (give one or neither). Default: one worker per usable
         CPU core, envs spread evenly. Each worker steps its envs in order.
+        ``num_workers="auto"`` (without envs_per_worker): build one env from
+        ``env_fns[0]`` in this process, time its reset and up to 0.1 s of
+        steps, close it, and choose the workers and ``spin`` (unless given)
+        from that cost, the observation size and the usable cores. The
+        choice is ``self.layout`` (as for every layout) and is logged
+        (logger ``"vecenv"``, INFO).
     batch_size : int, optional
         Envs returned by :meth:`recv` (default num_envs: lockstep).
     context : str, optional
@@ -232,7 +240,7 @@ class ShmemVecEnv(Collector):
         env_fns: Sequence[Callable[[], Any]],
         spaces: Optional[Tuple[Any, Any]] = None,
         *,
-        num_workers: Optional[int] = None,
+        num_workers: Union[int, str, None] = None,
         envs_per_worker: Optional[int] = None,
         batch_size: Optional[int] = None,
         context: Optional[str] = None,
@@ -255,7 +263,10 @@ class ShmemVecEnv(Collector):
         self._finalizer = weakref.finalize(self, _shutdown, self._resources)
         env_fns = self._check_env_fns(env_fns)
         num_envs = len(env_fns)
-        self._ranges = plan_workers(num_envs, num_workers, envs_per_worker)
+        auto = check_auto_workers(num_workers, envs_per_worker)
+        chosen = "default" if num_workers is None and envs_per_worker is None else "given"
+        given_workers = None if isinstance(num_workers, str) else num_workers
+        self._ranges = plan_workers(num_envs, given_workers, envs_per_worker)
         batch_size = check_batch_size(batch_size, num_envs)
         autoreset_mode = autoreset_mode_name(autoreset_mode)
         check_seconds("timeout", timeout)
@@ -276,10 +287,24 @@ class ShmemVecEnv(Collector):
             raise InvalidArgumentError(f"context must be one of {methods} or None, got {context!r}")
         if spaces is not None and (not isinstance(spaces, (tuple, list)) or len(spaces) != 2):
             raise InvalidArgumentError("spaces must be a pair (observation_space, action_space)")
-        num_workers = len(self._ranges)
         cpus = _usable_cpus()
+        if auto:  # after every other check: the probe builds an env here
+            self._check_affinity(cpu_affinity, 1)
+            layout = auto_layout(env_fns[0], num_envs, cpus)
+            self._ranges = plan_workers(num_envs, layout.num_workers, None)
+            spin = layout.spin if spin is None else spin
+        num_workers = len(self._ranges)
         if spin is None:
             spin = 200e-6 if num_workers <= 2 * cpus else 0.0
+        if not auto:
+            layout = Layout(num_workers, 0, float(spin), why=f"the {chosen} layout")
+        #: The layout this vec env runs with (see :class:`vecenv._autolayout.Layout`).
+        self.layout = dataclasses.replace(
+            layout,
+            num_workers=num_workers,
+            envs_per_worker=max(hi - lo for lo, hi in self._ranges),
+            spin=float(spin),
+        )
         self._cores = self._check_affinity(cpu_affinity, num_workers)
 
         self.batch_size = int(batch_size)
