@@ -43,7 +43,7 @@ def _run(args, timeout):
 
 
 @pytest.mark.timeout(300)
-def test_quick_run_writes_report(tmp_path):
+def test_quick_run_writes_report(tmp_path, bench_run):
     out = tmp_path / "res" / "bench.json"
     r = _run(
         [
@@ -111,10 +111,13 @@ def test_quick_run_writes_report(tmp_path):
         assert report["floor"][0]["p50_us"] > 0
         assert by_name["vecenv"]["floor"]["floor_p50_us"] > 0
 
-    # Targets at other sizes were not measured; the statuses say so.
+    # The targets' cells were not measured; the statuses say so, and the
+    # Markdown summary next to the JSON has them too.
     statuses = {t["status"] for t in report["targets"]}
-    assert statuses == {"not measured"}
-    assert {t["subject"] for t in report["targets"]} == {"vecenv"}
+    assert statuses == {"missing"}
+    assert len(report["targets"]) == len(bench_run.TARGETS)
+    md = out.with_suffix(".md").read_text()
+    assert "| vecenv | " in md and "## Targets (issue 16)" in md
 
     if importlib.util.find_spec("matplotlib") is not None:
         assert out.with_suffix(".png").stat().st_size > 0
@@ -157,8 +160,14 @@ def test_quick_is_small_and_its_estimate_says_so(bench_run):
     assert bench_run.estimate_cell_s(args, "cartpole", 8, 2) < 10
     # The default suite's estimate on 2 cores: minutes, as the README says.
     full = bench_run.parse_args([])
-    total = sum(bench_run.estimate_cell_s(full, k, n, 2) for k in full.envs for n in full.num_envs)
+    cells = bench_run.suite_cells(full)
+    total = sum(bench_run.estimate_cell_s(full, k, n, 2) for k, n in cells)
     assert 5 * 60 < total < 15 * 60
+    # 64 and 256 envs only for the cheap envs (and every size --num-envs names).
+    assert {n for k, n in cells if k in ("noop", "cartpole")} == {2, 4, 8, 16, 64, 256}
+    assert {n for k, n in cells if k not in ("noop", "cartpole")} == {2, 4, 8, 16}
+    given = bench_run.parse_args(["--envs", "pong", "--num-envs", "256"])
+    assert bench_run.suite_cells(given) == [("pong", 256)]
 
 
 def _entry(env, n, contender, rate, **layout):
