@@ -435,7 +435,7 @@ def _vecenv_layout(venv) -> Dict[str, Any]:
     ranges = getattr(venv, "_ranges", None)
     out = {"spin_s": getattr(venv, "spin", None)}
     if ranges:
-        out["num_workers"] = len(ranges)
+        out["num_workers"] = 0 if getattr(venv, "in_process", False) else len(ranges)
         out["envs_per_worker"] = max(hi - lo for lo, hi in ranges)
     layout = getattr(venv, "layout", None)  # ShmemVecEnv.layout: how it was chosen
     if layout is not None and getattr(layout, "step_us", None) is not None:
@@ -650,6 +650,13 @@ CONTENDERS: Dict[str, Contender] = {
             _open_vecenv_auto,
             vecenv=True,
             note='ShmemVecEnv(num_workers="auto"): it times one env and chooses its layout',
+        ),
+        Contender(
+            "vecenv_inprocess",
+            "vecenv lockstep in-process (num_workers=0)",
+            functools.partial(_open_vecenv, num_workers=0),
+            vecenv=True,
+            note="ShmemVecEnv(num_workers=0): the same engine, envs stepped in the calling process",
         ),
         Contender(
             "vecenv_async",

@@ -54,7 +54,7 @@ def test_choose_layout_cases(step_us, obs_bytes, num_envs, cores, inprocess, wor
         assert lay.envs_per_worker == num_envs and lay.spin == 0.0
     assert lay.step_us == step_us and lay.predicted_batch_us > 0
     assert f"{num_envs} envs, {cores} usable cores" in lay.why
-    assert ("not available" in lay.why) is (not inprocess)
+    assert ("not a candidate" in lay.why) is (not inprocess)
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3, 4, 8, 16, 64])
@@ -223,9 +223,11 @@ def test_auto_runs_the_same_seeded_trajectories_as_an_explicit_layout(caplog):
 
 @pytest.mark.timeout(60)
 def test_auto_builds_one_probe_env_in_the_parent_and_closes_it(counted):
-    venv = vecenv.ShmemVecEnv([counted] * 3, num_workers="auto", context="fork")
+    # timeout: only worker layouts (in-process cannot enforce it).
+    venv = vecenv.ShmemVecEnv([counted] * 3, num_workers="auto", context="fork", timeout=60)
     try:
         # The workers build their envs in their own processes.
+        assert venv.layout.num_workers >= 1 and not venv.in_process
         assert (counted.made, counted.closed) == (1, 1)
         venv.reset()
         venv.step(np.zeros(3, np.int64))
@@ -242,6 +244,36 @@ def test_auto_keeps_a_given_spin():
         venv.close()
 
 
+@pytest.mark.timeout(60)
+def test_auto_steps_a_cheap_env_in_process_unless_an_option_needs_workers(counted):
+    # 0.3 us steps: in process predicts ~20 us a batch for 16 envs, a worker ~34 us.
+    venv = vecenv.ShmemVecEnv([counted] * 16, num_workers="auto")
+    try:
+        assert venv.in_process and venv.layout.num_workers == 0
+        assert venv.layout.envs_per_worker == 16 and venv.layout.spin == 0.0
+        assert "in-process" in venv.layout.why and counted.made == 1 + 16
+        venv.reset()
+        venv.step(np.zeros(16, np.int64))
+    finally:
+        venv.close()
+    for kwargs in ({"timeout": 30.0}, {"on_worker_death": "restart"}):
+        venv = vecenv.ShmemVecEnv([counted] * 16, num_workers="auto", **kwargs)
+        try:
+            assert not venv.in_process and venv.layout.num_workers >= 1, kwargs
+            assert "in-process (num_workers=0) not a candidate" in venv.layout.why
+        finally:
+            venv.close()
+
+
+def test_in_process_layout_is_reported_with_no_workers():
+    venv = vecenv.make("vecenv/Noop-v0", 3, num_workers=0)
+    try:
+        assert (venv.layout.num_workers, venv.layout.envs_per_worker) == (0, 3)
+        assert venv.layout.why == "the given layout"
+    finally:
+        venv.close()
+
+
 def test_default_layout_is_reported_too():
     venv = vecenv.make("vecenv/Noop-v0", 3, num_workers=None)
     try:
@@ -253,7 +285,9 @@ def test_default_layout_is_reported_too():
 
 @pytest.mark.parametrize("value", ["fast", "AUTO", ""])
 def test_other_strings_are_refused_naming_the_argument(counted, value):
-    with pytest.raises(InvalidArgumentError, match=r"num_workers must be a positive int, 'auto'"):
+    with pytest.raises(
+        InvalidArgumentError, match=r"num_workers must be an int >= 0 \(0: in-process\), 'auto'"
+    ):
         vecenv.ShmemVecEnv([counted] * 2, num_workers=value)
     assert counted.made == 0
 

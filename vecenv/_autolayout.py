@@ -11,7 +11,9 @@ Two parts, kept apart so the decision can be tested without timing anything:
 * :func:`choose_layout` is a pure function from the measured cost of one
   ``env.step`` (microseconds), the bytes of one observation, ``num_envs`` and
   the usable cores to a :class:`Layout`: how many workers (0: in the calling
-  process), envs per worker, and whether to spin.
+  process, a candidate only where the caller allows it: ShmemVecEnv leaves it
+  out when ``timeout``, ``cpu_affinity`` or ``on_worker_death="restart"``
+  needs worker processes), envs per worker, and whether to spin.
 
 The cost model predicts the microseconds of one lockstep batch for each
 candidate and takes the cheapest. Its constants are the figures of
@@ -305,7 +307,7 @@ def choose_layout(
         c2, w2, s2 = ranked[1]
         why += f" (next best: {name(w2, s2)}, {c2:.0f} us)"
     if not inprocess:
-        why += "; in-process (num_workers=0) not available"
+        why += "; in-process (num_workers=0) not a candidate"
     return Layout(
         num_workers=w,
         envs_per_worker=per,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import numpy as np
+
 from vecenv.errors import InvalidArgumentError
 
 #: ShmemVecEnv's keyword options, in its signature's order.
@@ -65,6 +67,38 @@ def check_seconds(
     return value
 
 
+def in_process(num_workers: Any, envs_per_worker: Any) -> bool:
+    """Whether ``num_workers`` asks for the in-process engine: ``num_workers=0``
+    (no worker process; the envs step in the calling process, see
+    :mod:`vecenv._inprocess`). Any other value is left to the worker plan
+    (:func:`vecenv._pool.plan_workers`), which checks it.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``num_workers`` is a negative int, or 0 together with
+        ``envs_per_worker`` (which has no meaning without workers).
+    """
+    if (
+        num_workers is None
+        or isinstance(num_workers, bool)
+        or not isinstance(num_workers, (int, np.integer))
+    ):
+        return False
+    if num_workers < 0:
+        raise InvalidArgumentError(
+            f"num_workers must be an int >= 0 (0: in-process, no worker) or None, got {num_workers!r}"
+        )
+    if num_workers > 0:
+        return False
+    if envs_per_worker is not None:
+        raise InvalidArgumentError(
+            f"envs_per_worker must be None with num_workers=0 (in-process: there are no "
+            f"workers), got envs_per_worker={envs_per_worker!r}"
+        )
+    return True
+
+
 def check_auto_workers(num_workers: Any, envs_per_worker: Any) -> bool:
     """Whether ``num_workers`` asks for the layout to be chosen (``"auto"``).
 
@@ -80,7 +114,7 @@ def check_auto_workers(num_workers: Any, envs_per_worker: Any) -> bool:
         return False
     if num_workers != "auto":
         raise InvalidArgumentError(
-            f"num_workers must be a positive int, 'auto' or None, got {num_workers!r}"
+            f"num_workers must be an int >= 0 (0: in-process), 'auto' or None, got {num_workers!r}"
         )
     if envs_per_worker is not None:
         raise InvalidArgumentError(

@@ -40,11 +40,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from vecenv import _core, _layout
+from vecenv import _core, _inprocess, _layout
 from vecenv._autolayout import Layout, auto_layout
 from vecenv._collect import Collector
 from vecenv._engine import State
-from vecenv._options import ENGINE_OPTIONS, check_auto_workers, check_seconds
+from vecenv._options import ENGINE_OPTIONS, check_auto_workers, check_seconds, in_process
 from vecenv._pool import (
     _NONE,
     _Resources,
@@ -108,10 +108,22 @@ class ShmemVecEnv(Collector):
         CPU core, envs spread evenly. Each worker steps its envs in order.
         ``num_workers="auto"`` (without envs_per_worker): build one env from
         ``env_fns[0]`` in this process, time its reset and up to 0.1 s of
-        steps, close it, and choose the workers and ``spin`` (unless given)
-        from that cost, the observation size and the usable cores. The
-        choice is ``self.layout`` (as for every layout) and is logged
-        (logger ``"vecenv"``, INFO).
+        steps, close it, and choose in-process (``num_workers=0``, unless
+        ``timeout``, ``cpu_affinity`` or ``on_worker_death="restart"`` is
+        given) or the workers, and ``spin`` (unless given), from that cost,
+        the observation size and the usable cores. The choice is
+        ``self.layout`` (as for every layout) and is logged (logger
+        ``"vecenv"``, INFO).
+        ``num_workers=0``: no worker process; the envs are built and stepped
+        in the calling process, in order, by the same engine (same API,
+        results, infos and errors; ``in_process`` is then True). The
+        fastest layout for envs whose step costs a few microseconds. There
+        ``timeout`` and ``cpu_affinity`` are refused (nothing can stop or
+        pin an env running in the caller's thread); ``start_timeout``,
+        ``spin``, ``context``, ``daemon``, ``on_worker_death`` and
+        ``max_restarts`` have no effect; call arguments and results are
+        passed by reference (no pickling), and the global generators are
+        never reseeded by reset seeds (they are the caller's).
     batch_size : int, optional
         Envs returned by :meth:`recv` (default num_envs: lockstep).
     context : str, optional
@@ -221,7 +233,8 @@ class ShmemVecEnv(Collector):
     Raises
     ------
     InvalidArgumentError
-        Bad arguments (before any process or shared memory exists).
+        Bad arguments (before any process or shared memory exists), also
+        ``timeout`` or ``cpu_affinity`` with ``num_workers=0``.
     SpaceError
         A space that cannot live in shared memory, or envs that disagree.
     WorkerError
@@ -265,8 +278,13 @@ class ShmemVecEnv(Collector):
         num_envs = len(env_fns)
         auto = check_auto_workers(num_workers, envs_per_worker)
         chosen = "default" if num_workers is None and envs_per_worker is None else "given"
-        given_workers = None if isinstance(num_workers, str) else num_workers
-        self._ranges = plan_workers(num_envs, given_workers, envs_per_worker)
+        self.in_process = in_process(num_workers, envs_per_worker)
+        if self.in_process:  # the envs step in this process, as one worker's
+            _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
+            self._ranges = [(0, num_envs)]
+        else:
+            given_workers = None if isinstance(num_workers, str) else num_workers
+            self._ranges = plan_workers(num_envs, given_workers, envs_per_worker)
         batch_size = check_batch_size(batch_size, num_envs)
         autoreset_mode = autoreset_mode_name(autoreset_mode)
         check_seconds("timeout", timeout)
@@ -290,22 +308,33 @@ class ShmemVecEnv(Collector):
         cpus = _usable_cpus()
         if auto:  # after every other check: the probe builds an env here
             self._check_affinity(cpu_affinity, 1)
-            layout = auto_layout(env_fns[0], num_envs, cpus)
-            self._ranges = plan_workers(num_envs, layout.num_workers, None)
-            spin = layout.spin if spin is None else spin
+            layout = auto_layout(
+                env_fns[0],
+                num_envs,
+                cpus,
+                inprocess=_inprocess_allowed(timeout, cpu_affinity, on_worker_death),
+            )
+            if layout.num_workers == 0:
+                self.in_process = True
+                self._ranges = [(0, num_envs)]
+            else:
+                self._ranges = plan_workers(num_envs, layout.num_workers, None)
+                spin = layout.spin if spin is None else spin
         num_workers = len(self._ranges)
         if spin is None:
             spin = 200e-6 if num_workers <= 2 * cpus else 0.0
+        if self.in_process:
+            spin = 0.0  # nothing waits: every dispatch runs its round at once
+        self._cores = self._check_affinity(cpu_affinity, num_workers)
         if not auto:
             layout = Layout(num_workers, 0, float(spin), why=f"the {chosen} layout")
         #: The layout this vec env runs with (see :class:`vecenv._autolayout.Layout`).
         self.layout = dataclasses.replace(
             layout,
-            num_workers=num_workers,
+            num_workers=0 if self.in_process else num_workers,
             envs_per_worker=max(hi - lo for lo, hi in self._ranges),
             spin=float(spin),
         )
-        self._cores = self._check_affinity(cpu_affinity, num_workers)
 
         self.batch_size = int(batch_size)
         self.copy = bool(copy)
@@ -340,7 +369,10 @@ class ShmemVecEnv(Collector):
         self._daemon = daemon
         self._start_timeout = start_timeout
         self._progress: Dict[int, Tuple[Optional[int], int]] = {}  # starting: (env, activity)
-        self._start_workers(self._ctx, env_fns, daemon, start_timeout)
+        if self.in_process:
+            _inprocess.start_envs(self, env_fns)
+        else:
+            self._start_workers(self._ctx, env_fns, daemon, start_timeout)
         obs_space, act_space = self._spaces
         if spaces is not None and (spaces[0] != obs_space or spaces[1] != act_space):
             self.close()
@@ -351,6 +383,8 @@ class ShmemVecEnv(Collector):
         super().__init__(num_envs, obs_space, act_space)
         try:
             self._attach(start_timeout)
+            if self.in_process:
+                _inprocess.bind(self)
         except BaseException:
             self.close()
             raise
@@ -759,9 +793,21 @@ class ShmemVecEnv(Collector):
 
     def __repr__(self) -> str:
         return (
-            f"ShmemVecEnv(num_envs={getattr(self, 'num_envs', '?')}, num_workers={len(self._ranges)}, "
+            f"ShmemVecEnv(num_envs={getattr(self, 'num_envs', '?')}, "
+            f"num_workers={0 if getattr(self, 'in_process', False) else len(self._ranges)}, "
             f"batch_size={getattr(self, 'batch_size', '?')}, state={self._state.value})"
         )
+
+
+def _inprocess_allowed(timeout, cpu_affinity, on_worker_death) -> bool:
+    """Whether ``num_workers="auto"`` may choose the in-process engine: not
+    when an option asks for what only worker processes give (a timeout that
+    kills a stuck env, pinning, restarts after a crash)."""
+    try:
+        _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
+    except InvalidArgumentError:
+        return False
+    return on_worker_death != "restart"
 
 
 def make(
