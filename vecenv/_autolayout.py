@@ -58,8 +58,6 @@ import numpy as np
 
 _log = logging.getLogger("vecenv")
 
-AUTO = "auto"  #: the ``num_workers`` value that asks for this module's choice
-
 #: Seconds the probe may step the env (after its reset), and at most this many steps.
 PROBE_SECONDS = 0.1
 PROBE_STEPS = 5000
@@ -109,10 +107,6 @@ class Layout:
     step_us: Optional[float] = None
     why: str = ""
     predicted_batch_us: Optional[float] = None
-
-    def as_dict(self) -> dict:
-        """The fields as a plain dict (for JSON)."""
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,12 +214,10 @@ def probe(
 
 
 def _workers_cost(step_us: float, obs_bytes: int, num_envs: int, cores: int, w: int):
-    """(predicted us per batch, spin seconds) for ``w`` worker processes."""
+    """(predicted us per batch, spin seconds) for ``w <= cores`` worker processes."""
     per_worker = math.ceil(num_envs / w)
     env_us = step_us + WORKER_ENV_US + COPY_WORKERS_US_PER_BYTE * obs_bytes
     busy_us = per_worker * env_us  # the busiest worker's share of a batch
-    if w > cores:  # time-shared cores: the work of all envs over the cores
-        busy_us = max(busy_us, num_envs * env_us / cores)
     parent_us = PARENT_BATCH_US + PARENT_ENV_US * num_envs
     wake_us = WAKE_SPIN_US + WAKE_SPIN_PER_WORKER_US * (w - 1)
     if w + 1 > cores:  # the parent polls on a core that a worker needs
