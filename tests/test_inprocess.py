@@ -384,6 +384,20 @@ def test_call_arguments_need_not_pickle():
         assert venv.env_method("apply", lambda i: i + 100) == [100, 101]
 
 
+def test_factories_need_not_pickle():
+    import threading
+
+    lock = threading.Lock()  # cloudpickle refuses it: workers could not get this factory
+
+    def make(i):
+        with lock:
+            return PayloadEnv(i)
+
+    fns = [functools.partial(make, i) for i in range(2)]
+    with vecenv.ShmemVecEnv(fns, num_workers=0) as venv:
+        assert venv.reset()[:, 0].tolist() == [0, 1]
+
+
 def test_actions_are_copied_before_the_step_runs():
     """A list of actions goes through the pipe path: the envs get copies, so
     the caller may reuse its objects at once, as with workers."""
@@ -480,40 +494,46 @@ def _fds():
 
 
 class Closing(PayloadEnv):
-    closed_ids: list = []
+    """Appends its env_id to ``log`` when closed."""
+
+    def __init__(self, env_id, log):
+        super().__init__(env_id)
+        self.log = log
 
     def close(self):
-        Closing.closed_ids.append(self.env_id)
+        self.log.append(self.env_id)
 
 
 def test_close_is_idempotent_closes_the_envs_and_leaks_nothing():
     me = psutil.Process()
+    children = me.children()  # a forkserver of other tests may be there
+    shm = {n for n in os.listdir("/dev/shm") if "vecenv" in n}  # other runs may share it
     fds = _fds()
-    Closing.closed_ids = []
-    venv = vecenv.ShmemVecEnv([functools.partial(Closing, i) for i in range(3)], num_workers=0)
-    assert me.children() == []  # no worker process
+    log: list = []
+    venv = vecenv.ShmemVecEnv([functools.partial(Closing, i, log) for i in range(3)], num_workers=0)
+    assert me.children() == children  # no worker process
     venv.reset()
     venv.step(np.zeros(3, np.int64))
     venv.close()
-    assert sorted(Closing.closed_ids) == [0, 1, 2]
+    assert log == [0, 1, 2]
     venv.close()
-    assert sorted(Closing.closed_ids) == [0, 1, 2] and venv.closed
+    assert log == [0, 1, 2] and venv.closed
     with pytest.raises(ClosedError):
         venv.reset()
     with pytest.raises(ClosedError):
         venv.get_attr("t")
     assert _fds() == fds
-    assert [n for n in os.listdir("/dev/shm") if "vecenv" in n] == []
+    assert {n for n in os.listdir("/dev/shm") if "vecenv" in n} <= shm
 
 
 def test_garbage_collection_without_close_closes_the_envs():
-    Closing.closed_ids = []
+    log: list = []
     fds = _fds()
-    venv = vecenv.ShmemVecEnv([functools.partial(Closing, i) for i in range(2)], num_workers=0)
+    venv = vecenv.ShmemVecEnv([functools.partial(Closing, i, log) for i in range(2)], num_workers=0)
     venv.reset()
     del venv
     gc.collect()
-    assert sorted(Closing.closed_ids) == [0, 1]
+    assert log == [0, 1]
     assert _fds() == fds
 
 

@@ -236,7 +236,7 @@ def test_start_methods(start_method):
         ({"start_method": "fork", "context": "spawn"}, "disagree"),
         ({"autoreset_mode": "next_step"}, "autoreset_mode='next_step'"),
         ({"batch_size": 1}, "batch_size=1"),
-        ({"num_workers": 0}, "num_workers"),
+        ({"num_workers": -1}, "num_workers"),
     ],
 )
 def test_bad_arguments_raise_value_errors(kwargs, match):

@@ -29,6 +29,10 @@ buried workers again; ``on_worker_death="restart"`` does so during a step and
 reports the envs as truncated. The segment handle stays valid for new workers
 because the parent keeps the memfd open; a new worker starts from its slot's
 current cmd_seq and msg_seq.
+
+In-process (``num_workers=0``) there is no worker process: the parent runs
+the worker's loop itself, behind stand-ins for its pipe, Control and process
+(:mod:`vecenv._inprocess`), and everything above holds unchanged.
 """
 
 from __future__ import annotations
@@ -116,8 +120,10 @@ class ShmemVecEnv(Collector):
         ``"vecenv"``, INFO).
         ``num_workers=0``: no worker process; the envs are built and stepped
         in the calling process, in order, by the same engine (same API,
-        results, infos and errors; ``in_process`` is then True). The
-        fastest layout for envs whose step costs a few microseconds. There
+        results, infos and errors; ``in_process`` is then True), where
+        ``step_async``, ``send`` and ``reset_async`` run the envs before
+        they return. The fastest layout for envs whose step costs a few
+        microseconds. There
         ``timeout`` and ``cpu_affinity`` are refused (nothing can stop or
         pin an env running in the caller's thread); ``start_timeout``,
         ``spin``, ``context``, ``daemon``, ``on_worker_death`` and
