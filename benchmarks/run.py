@@ -8,8 +8,8 @@ each round) so that noise on a shared machine hits every contender alike. It
 reports medians with their spread, ratios against gymnasium's
 ``AsyncVectorEnv`` and against the ideal (usable cores x one raw env's
 steps/s, measured in the same run), a per-batch-step latency for ``noop``
-next to the wait/wake floor of a small C program, and the issue's targets as
-pass/short (``--targets``). It ends with what to conclude for this machine:
+next to the wait/wake floor of a small C program, and the targets of issue 16
+as pass/short from the run's own ratios. It ends with what to conclude for this machine:
 per env, the fastest contender, the vecenv layout to use, and where
 gymnasium's in-process ``SyncVectorEnv`` is as fast or faster.
 
@@ -20,7 +20,7 @@ Usage::
     python benchmarks/run.py --envs noop,cartpole --num-envs 8,16 --contenders vecenv,gym_async
     python benchmarks/run.py --list               # contenders and environments, and what is installed
 
-Writes ``benchmarks/results/local/run-<UTC time>.json`` and ``.png`` (git-ignored;
+Writes ``benchmarks/results/local/run-<UTC time>.json``, ``.md`` (a summary) and ``.png`` (git-ignored;
 ``--out`` to choose, ``--publish`` for the committed ``results/latest.json``).
 See ``benchmarks/README.md`` for the method.
 """
@@ -198,6 +198,10 @@ class EnvSpec:
     envpool_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)
     envpool_note: str = ""
     install_hint: str = ""
+    # The default suite's sizes above this are left out for this env (the
+    # large sizes cost a minute per cell with costly envs); --num-envs runs
+    # whatever it names.
+    max_default_num_envs: int = 16
 
     def factory(self) -> Callable[[], Any]:
         return functools.partial(make_env, self.gym_id, dict(self.gym_kwargs))
@@ -228,13 +232,14 @@ ENVPOOL_PONG_NOTE = (
 )
 
 ENVS: Dict[str, EnvSpec] = {
-    "noop": EnvSpec("noop", "noop", "vecenv/Noop-v0"),
+    "noop": EnvSpec("noop", "noop", "vecenv/Noop-v0", max_default_num_envs=256),
     "cartpole": EnvSpec(
         "cartpole",
         "CartPole-v1",
         "CartPole-v1",
         envpool_id="CartPole-v1",
         envpool_note="envpool CartPole-v1: same dynamics, its own C++ implementation",
+        max_default_num_envs=256,
     ),
     "bigobs": EnvSpec("bigobs", "bigobs", "vecenv/BigObs-v0"),
     "pong": EnvSpec(
@@ -423,6 +428,7 @@ class Contender:
     default: bool = True
     note: str = ""
     vecenv: bool = False  # one of ours (not a peer)
+    max_num_envs: Optional[int] = None  # skipped above (one process per env)
 
 
 def _vecenv_layout(venv) -> Dict[str, Any]:
@@ -431,6 +437,13 @@ def _vecenv_layout(venv) -> Dict[str, Any]:
     if ranges:
         out["num_workers"] = 0 if getattr(venv, "in_process", False) else len(ranges)
         out["envs_per_worker"] = max(hi - lo for lo, hi in ranges)
+    layout = getattr(venv, "layout", None)  # ShmemVecEnv.layout: how it was chosen
+    if layout is not None and getattr(layout, "step_us", None) is not None:
+        out["num_workers"] = layout.num_workers
+        out["envs_per_worker"] = layout.envs_per_worker
+        out["step_us"] = layout.step_us
+        out["predicted_batch_us"] = layout.predicted_batch_us
+        out["why"] = layout.why
     return out
 
 
@@ -451,8 +464,11 @@ def _open_vecenv(ctx: Ctx, **layout) -> Session:
 
 def _layout_candidates(num_envs: int, cores: int) -> List[int]:
     """Worker counts worth trying: one worker (parent + 1 may both spin), one
-    fewer than the cores, one per core, two per core, one per env."""
-    cands = {1, max(1, cores - 1), cores, 2 * cores, num_envs}
+    fewer than the cores, one per core, two per core, one per env (up to 64
+    envs: beyond, that many processes only measure the machine's memory)."""
+    cands = {1, max(1, cores - 1), cores, 2 * cores}
+    if num_envs <= 64:
+        cands.add(num_envs)
     return sorted(c for c in cands if 1 <= c <= num_envs)
 
 
@@ -471,6 +487,12 @@ def _open_vecenv_best(ctx: Ctx) -> Session:
     s = _open_vecenv(ctx, num_workers=best)
     s.layout["trials_env_steps_per_s"] = {str(k): round(v, 1) for k, v in trials.items()}
     return s
+
+
+def _open_vecenv_auto(ctx: Ctx) -> Session:
+    """``num_workers="auto"``: the vec env times one env and picks its layout;
+    the choice (``venv.layout``) goes into the JSON."""
+    return _open_vecenv(ctx, num_workers="auto")
 
 
 def _open_vecenv_async(ctx: Ctx) -> Session:
@@ -600,6 +622,10 @@ def _envpool_config(pool) -> Dict[str, Any]:
     return {k: v for k, v in cfg.items() if isinstance(v, (int, float, str, bool))}
 
 
+# Contenders with one process per env run up to this many envs (256 processes
+# on 2 cores take longer to start than to measure).
+PROCESS_PER_ENV_MAX = 64
+
 CONTENDERS: Dict[str, Contender] = {
     c.name: c
     for c in [
@@ -617,6 +643,13 @@ CONTENDERS: Dict[str, Contender] = {
             vecenv=True,
             note="ShmemVecEnv with the fastest num_workers among 1, cores-1, cores, 2*cores, "
             "num_envs, picked by a short trial before the rounds",
+        ),
+        Contender(
+            "vecenv_auto",
+            'vecenv lockstep (num_workers="auto")',
+            _open_vecenv_auto,
+            vecenv=True,
+            note='ShmemVecEnv(num_workers="auto"): it times one env and chooses its layout',
         ),
         Contender(
             "vecenv_inprocess",
@@ -660,8 +693,9 @@ CONTENDERS: Dict[str, Contender] = {
             "gymnasium AsyncVectorEnv (shm)",
             _open_gym_async,
             note="AsyncVectorEnv(shared_memory=True); the reference of the ratios",
+            max_num_envs=PROCESS_PER_ENV_MAX,
         ),
-        Contender("sb3", "SB3 SubprocVecEnv", _open_sb3),
+        Contender("sb3", "SB3 SubprocVecEnv", _open_sb3, max_num_envs=PROCESS_PER_ENV_MAX),
         Contender(
             "envpool_sync",
             "envpool sync",
@@ -889,7 +923,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--envs",
         help=f"comma-separated envs from {sorted(ENVS)} (default: all)",
     )
-    p.add_argument("--num-envs", help="comma-separated num_envs values (default 2,4,8,16)")
+    p.add_argument(
+        "--num-envs",
+        help="comma-separated num_envs values (default 2,4,8,16,64,256; 64 and 256 only for the "
+        "cheap envs noop and cartpole)",
+    )
     p.add_argument(
         "--contenders",
         help=f"comma-separated contenders from {list(CONTENDERS)}, or 'all' "
@@ -918,7 +956,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="write the committed benchmarks/results/latest.json and latest.png",
     )
     p.add_argument(
-        "--targets", action="store_true", help="also print the project's targets as pass/short"
+        "--targets",
+        action="store_true",
+        help="print the project's targets as pass/short even when the run measured none "
+        "(they are printed whenever it measured one, and are always in the JSON and the .md)",
     )
     p.add_argument("--no-plot", action="store_true", help="skip the PNGs")
     p.add_argument(
@@ -956,8 +997,9 @@ def parse_args(argv=None) -> argparse.Namespace:
             p.error(f"unknown env {e!r}; choose from {sorted(ENVS)}")
         keys.append(k)
     args.envs = keys
+    args.num_envs_given = args.num_envs is not None
     try:
-        args.num_envs = parse_list(args.num_envs, int) or ([8] if q else [2, 4, 8, 16])
+        args.num_envs = parse_list(args.num_envs, int) or ([8] if q else list(DEFAULT_NUM_ENVS))
     except ValueError:
         p.error("--num-envs takes comma-separated integers")
     if any(n < 1 for n in args.num_envs):
@@ -972,6 +1014,30 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"unknown contenders {bad}; choose from {list(CONTENDERS)}")
     args.contenders = names
     return args
+
+
+DEFAULT_NUM_ENVS = (2, 4, 8, 16, 64, 256)
+
+
+def suite_cells(args) -> List[Tuple[str, int]]:
+    """(env key, num_envs) of every cell the run measures: every env at every
+    size, except that the default sizes stop at each env's
+    ``max_default_num_envs`` (sizes given with --num-envs are all run)."""
+    given = getattr(args, "num_envs_given", True)
+    return [
+        (k, n)
+        for k in args.envs
+        for n in args.num_envs
+        if given or n <= ENVS[k].max_default_num_envs
+    ]
+
+
+def contender_fits(name: str, n: int) -> Optional[str]:
+    """None when contender ``name`` runs ``n`` envs, else why it does not."""
+    cap = CONTENDERS[name].max_num_envs
+    if cap is not None and n > cap:
+        return f"one process per env: run up to {cap} envs, not {n}"
+    return None
 
 
 def list_everything(console: Console) -> None:
@@ -1009,8 +1075,12 @@ def estimate_cell_s(args, key: str, n: int, cores: int, make_s: float = 0.0) -> 
     total = per_session + make_s  # the raw env
     build = n * make_s / cores
     for name in args.contenders:
+        if contender_fits(name, n) is not None:
+            continue
         total += per_session + OPEN_CLOSE_S.get(name, lambda n: 0.15)(n)
         total += n * make_s if name in IN_PROCESS else build
+        if name == "vecenv_auto":  # its probe: one env built and stepped
+            total += make_s + 0.1
         if name == "vecenv_best":
             trial = max(args.seconds / 2, 0.05)
             total += len(_layout_candidates(n, cores)) * (1.5 * trial + 0.15 + build)
@@ -1110,11 +1180,17 @@ def run(args) -> Dict[str, Any]:
         report["notes"].append(floor.note)
         console.print(f"[yellow]{floor.note}[/yellow]")
 
-    cells = [(spec, spaces, n) for spec, spaces in env_specs for n in args.num_envs]
+    wanted = set(suite_cells(args))
+    cells = [
+        (spec, spaces, n)
+        for spec, spaces in env_specs
+        for n in args.num_envs
+        if (spec.key, n) in wanted
+    ]
     plan = [estimate_cell_s(args, spec.key, n, cores, make_s[spec.key]) for spec, _, n in cells]
     report["estimated_s"] = round(sum(plan), 1)
     console.print(
-        f"{len(cells)} cells ({len(env_specs)} envs x {len(args.num_envs)} sizes), "
+        f"{len(cells)} cells ({len(env_specs)} envs x up to {len(args.num_envs)} sizes), "
         f"{len(args.contenders)} contenders each: about {fmt_duration(sum(plan))} "
         "(estimated; each finished cell prints a line with the ETA)"
     )
@@ -1165,6 +1241,12 @@ def run_cell(args, spec, spaces, n, cores, report, progress, missing, floor) -> 
             done += 1
             progress.advance()
             if name in missing or (name, spec.key) in missing:
+                continue
+            too_many = contender_fits(name, n)
+            if too_many is not None:
+                report["skipped"].append(
+                    {"contender": name, "env": spec.label, "num_envs": n, "reason": too_many}
+                )
                 continue
             try:
                 sessions[name] = c.open(ctx)
@@ -1469,18 +1551,56 @@ def print_conclusion(report: Dict[str, Any], console: Console) -> None:
 
 
 # --------------------------------------------------------------------- targets
-# (env label, num_envs, what, threshold): "what" is the reference contender
-# name, "ideal", or "floor" (per-batch overhead over the wait/wake floor, at most).
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One row of the targets table (issue 16), a ratio (or microseconds) from
+    this run's own medians.
+
+    kind: "best_vs" (vecenv's fastest contender / ``other``), "best_vs_ideal",
+    "async_vs_lockstep" (vecenv_async / vecenv's fastest lockstep layout),
+    "auto_vs_best" (vecenv_auto / the fastest of every other vecenv lockstep
+    layout and gym_sync, in every cell that has vecenv_auto; the value is the
+    lowest) and "worker_overhead" (microseconds per env-step beyond env.step
+    with 1 worker: 1/vecenv rate - 1/raw rate; at most ``threshold``).
+    """
+
+    kind: str
+    env: Optional[str] = None
+    num_envs: Optional[int] = None
+    other: Optional[str] = None
+    threshold: float = 1.0
+
+    def text(self) -> str:
+        where = f"{self.env} x{self.num_envs}"
+        t = self.threshold
+        if self.kind == "best_vs":
+            return f"{where}: best vecenv / {self.other} >= {t:g}x"
+        if self.kind == "best_vs_ideal":
+            return f"{where}: best vecenv / ideal >= {t:g}"
+        if self.kind == "async_vs_lockstep":
+            return f"{where}: vecenv async (batch n/2) / best vecenv lockstep >= {t:g}x"
+        if self.kind == "auto_vs_best":
+            return f"every cell: vecenv_auto / best of (every vecenv layout, gym_sync) >= {t:g}x"
+        if self.kind == "worker_overhead":
+            return f"{where}: worker overhead per env-step beyond env.step (1 worker) <= {t:g} us"
+        raise ValueError(f"unknown target kind {self.kind!r}")
+
+
 TARGETS = [
-    ("noop", 8, REFERENCE, 10.0),
-    ("noop", 8, "floor", 2.0),
-    ("CartPole-v1", 16, REFERENCE, 9.0),
-    ("CartPole-v1", 16, "envpool_sync", 0.9),
-    ("bigobs", 16, REFERENCE, 10.0),
-    ("ALE/Pong-v5", 16, "ideal", 0.85),
-    ("ALE/Pong-v5", 16, REFERENCE, 1.2),
+    Target("best_vs", "noop", 16, "gym_sync", 2.0),
+    Target("best_vs", "noop", 256, "gym_sync", 3.0),
+    Target("best_vs", "bigobs", 16, "gym_sync", 1.5),
+    Target("best_vs_ideal", "CartPole-v1", 16, threshold=0.75),
+    Target("best_vs_ideal", "CartPole-v1", 256, threshold=0.85),
+    Target("best_vs_ideal", "ALE/Pong-v5", 16, threshold=0.9),
+    Target("best_vs", "ALE/Pong-v5", 16, "envpool_async", 1.1),
+    Target("async_vs_lockstep", "CartPole-v1", 16, threshold=1.0),
+    Target("async_vs_lockstep", "ALE/Pong-v5", 16, threshold=1.05),
+    Target("async_vs_lockstep", "heavytail", 16, threshold=1.3),
+    Target("auto_vs_best", threshold=0.95),
+    Target("worker_overhead", "noop", 256, threshold=0.5),
 ]
-TARGET_SUBJECTS = ("vecenv", "vecenv_best")
+AUTO = "vecenv_auto"
 
 
 def _find(report, env, n, contender):
@@ -1490,46 +1610,210 @@ def _find(report, env, n, contender):
     return None
 
 
-def evaluate_targets(report) -> List[Dict[str, Any]]:
-    """Each target for each vecenv lockstep contender of this run."""
-    out = []
-    subjects = [x for x in TARGET_SUBJECTS if x in report["contenders"]]
-    for env, n, what, need in TARGETS:
-        for subject in subjects:
-            e = _find(report, env, n, subject)
-            value = None
-            if e is not None:
-                if what == "ideal":
-                    value = e["vs_ideal"]
-                elif what == "floor":
-                    value = (e.get("floor") or {}).get("overhead_vs_floor")
-                else:
-                    other = _find(report, env, n, what)
-                    if other is not None:
-                        value = e["env_steps_per_s"]["median"] / other["env_steps_per_s"]["median"]
-            if what == "floor":
-                text = f"{env} x{n}: per-batch overhead <= {need:g}x the wait/wake floor"
-                ok = value is not None and value <= need
-            else:
-                ref = "the ideal" if what == "ideal" else what
-                text = f"{env} x{n}: >= {need:g}x {ref}"
-                ok = value is not None and value >= need
-            out.append(
+def _is_vecenv(name: str) -> bool:
+    c = CONTENDERS.get(name)
+    return c.vecenv if c is not None else name.startswith("vecenv")
+
+
+def _is_lockstep_layout(e: Dict[str, Any]) -> bool:
+    """A vecenv contender stepping the whole batch per call (not send/recv)."""
+    return _is_vecenv(e["contender"]) and "batch_size" not in (e.get("layout") or {})
+
+
+def _fastest(entries) -> Optional[Dict[str, Any]]:
+    return max(entries, key=_rate) if entries else None
+
+
+def _cell(report, env, n) -> Optional[Dict[str, Any]]:
+    return next((c for c in report["cells"] if c["env"] == env and c["num_envs"] == n), None)
+
+
+def _raw_rate(report, env, n) -> Optional[float]:
+    c = _cell(report, env, n)
+    raw = c and c.get("raw_env_steps_per_s")
+    return raw["median"] if raw else None
+
+
+def _one_worker_rate(entries) -> Tuple[Optional[float], str]:
+    """env-steps/s of a 1-worker vecenv lockstep layout in a cell: a measured
+    contender with 1 worker, else vecenv_best's short trial of 1 worker."""
+    ones = [
+        e
+        for e in entries
+        if _is_lockstep_layout(e) and (e.get("layout") or {}).get("num_workers") == 1
+    ]
+    if ones:
+        e = _fastest(ones)
+        return _rate(e), f"{e['contender']} (1 worker)"
+    for e in entries:
+        trials = (e.get("layout") or {}).get("trials_env_steps_per_s") or {}
+        if "1" in trials:
+            return float(trials["1"]), f"{e['contender']}'s trial of 1 worker"
+    return None, ""
+
+
+def evaluate_target(report, t: Target) -> Dict[str, Any]:
+    """One target against the run: value, status ("pass", "short" or
+    "missing", when the run lacks what it needs) and where the value comes from."""
+    value: Optional[float] = None
+    who = ""
+    extra: Dict[str, Any] = {}
+    if t.kind == "auto_vs_best":
+        cells = []
+        for c in report["cells"]:
+            entries = _cell_entries(report, c["env"], c["num_envs"])
+            auto = next((e for e in entries if e["contender"] == AUTO), None)
+            others = [
+                e
+                for e in entries
+                if e["contender"] != AUTO
+                and (_is_lockstep_layout(e) or e["contender"] == "gym_sync")
+            ]
+            best = _fastest(others)
+            if auto is None or best is None:
+                continue
+            cells.append(
                 {
-                    "target": text,
-                    "subject": subject,
-                    "value": value,
-                    "threshold": need,
-                    "status": "not measured" if value is None else ("pass" if ok else "short"),
+                    "env": c["env"],
+                    "num_envs": c["num_envs"],
+                    "value": _rate(auto) / _rate(best),
+                    "best": best["contender"],
+                    "auto_layout": (auto.get("layout") or {}).get("num_workers"),
                 }
             )
-    return out
+        extra["cells"] = cells
+        if cells:
+            worst = min(cells, key=lambda x: x["value"])
+            value = worst["value"]
+            below = sum(x["value"] < t.threshold for x in cells)
+            who = (
+                f"lowest at {worst['env']} x{worst['num_envs']} (against {worst['best']}); "
+                f"{below} of {len(cells)} cells below"
+            )
+    else:
+        entries = _cell_entries(report, t.env, t.num_envs)
+        ours = [e for e in entries if _is_vecenv(e["contender"])]
+        best = _fastest(ours)
+        if t.kind == "best_vs" and best is not None:
+            other = _find(report, t.env, t.num_envs, t.other)
+            if other is not None:
+                value = _rate(best) / _rate(other)
+                who = best["contender"]
+        elif t.kind == "best_vs_ideal" and best is not None:
+            cell = _cell(report, t.env, t.num_envs)
+            ideal = cell and cell.get("ideal_env_steps_per_s")
+            if ideal:
+                value = _rate(best) / ideal
+                who = best["contender"]
+        elif t.kind == "async_vs_lockstep":
+            lock = _fastest([e for e in ours if _is_lockstep_layout(e)])
+            asyn = _find(report, t.env, t.num_envs, "vecenv_async")
+            if lock is not None and asyn is not None:
+                value = _rate(asyn) / _rate(lock)
+                who = f"vecenv_async / {lock['contender']}"
+        elif t.kind == "worker_overhead":
+            rate, who = _one_worker_rate(entries)
+            raw = _raw_rate(report, t.env, t.num_envs)
+            if rate and raw:
+                value = 1e6 / rate - 1e6 / raw
+    if value is None:
+        status = "missing"
+    elif t.kind == "worker_overhead":
+        status = "pass" if value <= t.threshold else "short"
+    else:
+        status = "pass" if value >= t.threshold else "short"
+    return {
+        "target": t.text(),
+        "kind": t.kind,
+        "env": t.env,
+        "num_envs": t.num_envs,
+        "value": value,
+        "unit": "us" if t.kind == "worker_overhead" else "x",
+        "threshold": t.threshold,
+        "status": status,
+        "who": who,
+        **extra,
+    }
+
+
+def evaluate_targets(report) -> List[Dict[str, Any]]:
+    """Every target of :data:`TARGETS` against this run."""
+    return [evaluate_target(report, t) for t in TARGETS]
+
+
+def fmt_target_value(t: Dict[str, Any]) -> str:
+    v = t["value"]
+    if v is None:
+        return "-"
+    return f"{v:.2f} us" if t["unit"] == "us" else f"{v:.2f}x"
+
+
+def markdown_summary(report: Dict[str, Any]) -> str:
+    """The run in Markdown: env-steps/s per env (contenders x num_envs,
+    medians), vecenv_auto's choices, and the targets as pass/short."""
+    m = report["machine"]
+    lines = [
+        f"# vecenv benchmark, {report.get('created_utc', '?')}",
+        "",
+        f"{m.get('cpu_model', '?')}, {m.get('usable_cores', '?')} usable cores; vecenv "
+        f"{report.get('versions', {}).get('vecenv', '?')} at "
+        f"{(report.get('git', {}).get('commit') or '?')[:8]}. env-steps/s, medians.",
+    ]
+    ns = sorted({c["num_envs"] for c in report["cells"]})
+    for env in report["envs"]:
+        mine = [n for n in ns if _cell(report, env, n)]
+        names = [
+            name
+            for name in report["contenders"]
+            if any(e["env"] == env and e["contender"] == name for e in report["results"])
+        ]
+        if not mine or not names:
+            continue
+        lines += ["", f"## {env}", ""]
+        lines.append("| contender | " + " | ".join(f"x{n}" for n in mine) + " |")
+        lines.append("|---" * (len(mine) + 1) + "|")
+        for name in names:
+            row = []
+            for n in mine:
+                e = _find(report, env, n, name)
+                row.append(fmt_rate(_rate(e)) if e else "-")
+            lines.append(f"| {name} | " + " | ".join(row) + " |")
+        ideal = []
+        for n in mine:
+            c = _cell(report, env, n)
+            ideal.append(
+                fmt_rate(c["ideal_env_steps_per_s"])
+                if c and c.get("ideal_env_steps_per_s")
+                else "-"
+            )
+        lines.append("| ideal | " + " | ".join(ideal) + " |")
+    autos = [e for e in report["results"] if e["contender"] == AUTO]
+    if autos:
+        lines += ["", '## num_workers="auto": its choices', ""]
+        lines += ["| env, num_envs | workers x envs | env.step (us) | why |", "|---|---|---|---|"]
+        for e in autos:
+            lay = e.get("layout") or {}
+            step = lay.get("step_us")
+            lines.append(
+                f"| {e['env']} x{e['num_envs']} | {lay.get('num_workers')} x "
+                f"{lay.get('envs_per_worker')} | {'-' if step is None else f'{step:.1f}'} | "
+                f"{lay.get('why', '')} |"
+            )
+    targets = report.get("targets") or []
+    if targets:
+        lines += ["", "## Targets (issue 16)", ""]
+        lines += ["| target | value | status | from |", "|---|---|---|---|"]
+        for t in targets:
+            lines.append(
+                f"| {t['target']} | {fmt_target_value(t)} | {t['status']} | {t.get('who', '')} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------- report
 def print_report(report: Dict[str, Any], console: Console, targets: bool = False) -> None:
-    """The tables, skips and notes, then what to conclude (last); the targets
-    only with ``targets``."""
+    """The tables, the targets (when the run measured any of them, or always
+    with ``targets``), skips and notes, then what to conclude (last)."""
     ns = sorted({c["num_envs"] for c in report["cells"]})
     for env in report["envs"]:
         cells = {c["num_envs"]: c for c in report["cells"] if c["env"] == env}
@@ -1589,21 +1873,23 @@ def print_report(report: Dict[str, Any], console: Console, targets: bool = False
             ["contender", "p50", "p90", "workers"],
             lat_rows,
         )
-    if targets and report.get("targets"):
+    measured = any(t["status"] != "missing" for t in report.get("targets") or [])
+    if report.get("targets") and (targets or measured):
         rows = []
         for t in report["targets"]:
             color = {"pass": "green", "short": "red"}.get(t["status"], "yellow")
-            v = t["value"]
             rows.append(
                 [
                     t["target"],
-                    t["subject"],
-                    "-" if v is None else f"{v:.2f}x",
+                    fmt_target_value(t),
                     f"[{color}]{t['status']}[/{color}]",
+                    t.get("who", ""),
                 ]
             )
         console.table(
-            "targets (ratios measured in this run)", ["target", "who", "value", "status"], rows
+            "targets (issue 16; ratios measured in this run)",
+            ["target", "value", "status", "from"],
+            rows,
         )
     for s in report["skipped"]:
         where = " ".join(str(s[k]) for k in ("contender", "env", "num_envs") if k in s)
@@ -1809,9 +2095,11 @@ def main(argv=None) -> int:
     with open(out, "w") as f:
         json.dump(report, f, indent=1, default=str)
         f.write("\n")
+    md = out.with_suffix(".md")
+    md.write_text(markdown_summary(report))
     console.print(
         f"took {fmt_duration(report['elapsed_s'])} (estimated {fmt_duration(report['estimated_s'])})"
-        f"; wrote {out}" + "".join(f", {p}" for p in report.get("plots", []))
+        f"; wrote {out}, {md}" + "".join(f", {p}" for p in report.get("plots", []))
     )
     if _want_multi_agent(args, argv):
         import multi_agent

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what the benchmark suite needs into the current Python, then run it.
 # Arguments go to benchmarks/run.py, e.g.
-#   bash scripts/bench.sh                       # the default suite (it prints its estimate, about 10 min on 2 cores)
+#   bash scripts/bench.sh                       # the default suite (it prints its estimate, about 16 min on 2 cores)
 #   bash scripts/bench.sh --quick               # a smoke test (about 5 s)
 #   bash scripts/bench.sh --envs noop,cartpole --num-envs 8,16
 # PYTHON picks the interpreter (default python3); VECENV_BENCH_NO_INSTALL=1

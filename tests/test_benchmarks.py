@@ -43,7 +43,7 @@ def _run(args, timeout):
 
 
 @pytest.mark.timeout(300)
-def test_quick_run_writes_report(tmp_path):
+def test_quick_run_writes_report(tmp_path, bench_run):
     out = tmp_path / "res" / "bench.json"
     r = _run(
         [
@@ -111,10 +111,13 @@ def test_quick_run_writes_report(tmp_path):
         assert report["floor"][0]["p50_us"] > 0
         assert by_name["vecenv"]["floor"]["floor_p50_us"] > 0
 
-    # Targets at other sizes were not measured; the statuses say so.
+    # The targets' cells were not measured; the statuses say so, and the
+    # Markdown summary next to the JSON has them too.
     statuses = {t["status"] for t in report["targets"]}
-    assert statuses == {"not measured"}
-    assert {t["subject"] for t in report["targets"]} == {"vecenv"}
+    assert statuses == {"missing"}
+    assert len(report["targets"]) == len(bench_run.TARGETS)
+    md = out.with_suffix(".md").read_text()
+    assert "| vecenv | " in md and "## Targets (issue 16)" in md
 
     if importlib.util.find_spec("matplotlib") is not None:
         assert out.with_suffix(".png").stat().st_size > 0
@@ -157,8 +160,14 @@ def test_quick_is_small_and_its_estimate_says_so(bench_run):
     assert bench_run.estimate_cell_s(args, "cartpole", 8, 2) < 10
     # The default suite's estimate on 2 cores: minutes, as the README says.
     full = bench_run.parse_args([])
-    total = sum(bench_run.estimate_cell_s(full, k, n, 2) for k in full.envs for n in full.num_envs)
+    cells = bench_run.suite_cells(full)
+    total = sum(bench_run.estimate_cell_s(full, k, n, 2) for k, n in cells)
     assert 5 * 60 < total < 15 * 60
+    # 64 and 256 envs only for the cheap envs (and every size --num-envs names).
+    assert {n for k, n in cells if k in ("noop", "cartpole")} == {2, 4, 8, 16, 64, 256}
+    assert {n for k, n in cells if k not in ("noop", "cartpole")} == {2, 4, 8, 16}
+    given = bench_run.parse_args(["--envs", "pong", "--num-envs", "256"])
+    assert bench_run.suite_cells(given) == [("pong", 256)]
 
 
 def _entry(env, n, contender, rate, **layout):
@@ -227,3 +236,122 @@ def test_env_factory_silences_the_envs_warnings(bench_run):
         assert caught == []
     finally:
         gymnasium.registry.pop("VecenvTestWarning-v0", None)
+
+
+def _targets_report():
+    """A fake run: noop x16 and x256, CartPole-v1 x16 (the numbers are made up)."""
+    cells = [
+        {"env": "noop", "num_envs": 16, "raw_env_steps_per_s": {"median": 3e6}},
+        {"env": "noop", "num_envs": 256, "raw_env_steps_per_s": {"median": 2.5e6}},
+        {
+            "env": "CartPole-v1",
+            "num_envs": 16,
+            "raw_env_steps_per_s": {"median": 150e3},
+            "ideal_env_steps_per_s": 300e3,
+        },
+    ]
+    results = [
+        _entry("noop", 16, "vecenv", 400e3, num_workers=2, envs_per_worker=8),
+        _entry("noop", 16, "vecenv_auto", 540e3, num_workers=1, envs_per_worker=16),
+        _entry("noop", 16, "gym_sync", 250e3),
+        _entry(
+            "noop",
+            256,
+            "vecenv_best",
+            1.1e6,
+            num_workers=2,
+            envs_per_worker=128,
+            trials_env_steps_per_s={"1": 1e6, "2": 1.1e6},
+        ),
+        _entry("noop", 256, "vecenv_auto", 1.0e6, num_workers=2, envs_per_worker=128),
+        _entry("noop", 256, "gym_sync", 900e3),
+        _entry("CartPole-v1", 16, "vecenv_best", 200e3, num_workers=2, envs_per_worker=8),
+        _entry("CartPole-v1", 16, "vecenv_auto", 198e3, num_workers=2, envs_per_worker=8),
+        _entry("CartPole-v1", 16, "vecenv_async", 220e3, num_workers=2, batch_size=8),
+        _entry("CartPole-v1", 16, "gym_sync", 210e3),
+    ]
+    return {"machine": {}, "envs": {}, "cells": cells, "results": results, "contenders": {}}
+
+
+def test_targets_pass_short_and_missing_from_the_runs_own_ratios(bench_run):
+    got = {t["target"]: t for t in bench_run.evaluate_targets(_targets_report())}
+    assert len(got) == len(bench_run.TARGETS)
+
+    def one(prefix):
+        (t,) = [t for text, t in got.items() if text.startswith(prefix)]
+        return t
+
+    t = one("noop x16: best vecenv / gym_sync >= 2x")  # vecenv_auto 540k / 250k
+    assert t["status"] == "pass" and t["value"] == pytest.approx(2.16) and t["who"] == "vecenv_auto"
+    t = one("noop x256: best vecenv / gym_sync >= 3x")  # 1.1M / 0.9M
+    assert t["status"] == "short" and t["value"] == pytest.approx(1.1 / 0.9)
+    assert one("bigobs x16")["status"] == "missing" and one("bigobs x16")["value"] is None
+    # Async counts as vecenv's best against the ideal: 220k / 300k.
+    t = one("CartPole-v1 x16: best vecenv / ideal")
+    assert t["status"] == "short" and t["value"] == pytest.approx(220 / 300)
+    assert one("CartPole-v1 x256")["status"] == "missing"
+    # Against the fastest lockstep layout (vecenv_best 200k; auto 198k).
+    t = one("CartPole-v1 x16: vecenv async")
+    assert t["status"] == "pass" and t["value"] == pytest.approx(1.1)
+    assert t["who"] == "vecenv_async / vecenv_best"
+    assert one("ALE/Pong-v5 x16: best vecenv / envpool_async")["status"] == "missing"
+    # auto / best of the other layouts and gym_sync, per cell: noop x16 1.35
+    # (against vecenv), noop x256 1.0/1.1, CartPole x16 198/210 (gym_sync).
+    t = one("every cell: vecenv_auto")
+    assert t["status"] == "short" and t["value"] == pytest.approx(1.0 / 1.1)
+    assert [(c["env"], c["num_envs"], c["best"]) for c in t["cells"]] == [
+        ("noop", 16, "vecenv"),
+        ("noop", 256, "vecenv_best"),
+        ("CartPole-v1", 16, "gym_sync"),
+    ]
+    assert "lowest at noop x256" in t["who"] and "2 of 3 cells below" in t["who"]
+    # No measured 1-worker contender at noop x256: vecenv_best's trial of 1
+    # worker, 1/1e6 - 1/2.5e6 s = 0.6 us per env-step.
+    t = one("noop x256: worker overhead")
+    assert t["status"] == "short" and t["value"] == pytest.approx(0.6) and t["unit"] == "us"
+    assert t["who"] == "vecenv_best's trial of 1 worker"
+
+
+def test_worker_overhead_prefers_a_measured_one_worker_contender(bench_run):
+    report = _targets_report()
+    report["results"].append(_entry("noop", 256, "vecenv", 2e6, num_workers=1, envs_per_worker=256))
+    (target,) = [t for t in bench_run.TARGETS if t.kind == "worker_overhead"]
+    t = bench_run.evaluate_target(report, target)
+    assert t["value"] == pytest.approx(1e6 / 2e6 - 1e6 / 2.5e6)  # 0.1 us
+    assert t["status"] == "pass" and t["who"] == "vecenv (1 worker)"
+
+
+def test_auto_target_is_missing_without_vecenv_auto(bench_run):
+    report = _targets_report()
+    report["results"] = [e for e in report["results"] if e["contender"] != "vecenv_auto"]
+    (target,) = [t for t in bench_run.TARGETS if t.kind == "auto_vs_best"]
+    t = bench_run.evaluate_target(report, target)
+    assert (t["status"], t["value"], t["cells"]) == ("missing", None, [])
+
+
+def test_markdown_summary_has_the_tables_and_the_targets(bench_run):
+    report = _targets_report()
+    report.update(
+        envs={"noop": {}, "CartPole-v1": {}},
+        contenders={"vecenv": {}, "vecenv_best": {}, "vecenv_auto": {}, "gym_sync": {}},
+        machine={"cpu_model": "test cpu", "usable_cores": 2},
+    )
+    auto = next(e for e in report["results"] if e["contender"] == "vecenv_auto")
+    auto["layout"].update(step_us=0.3, why="because")
+    report["targets"] = bench_run.evaluate_targets(report)
+    md = bench_run.markdown_summary(report)
+    assert "test cpu, 2 usable cores" in md
+    assert "## noop" in md and "| contender | x16 | x256 |" in md
+    assert "| vecenv_auto | 540.0k | 1.00M |" in md
+    assert "| noop x16 | 1 x 16 | 0.3 | because |" in md
+    assert "| noop x16: best vecenv / gym_sync >= 2x | 2.16x | pass | vecenv_auto |" in md
+    assert "| bigobs x16: best vecenv / gym_sync >= 1.5x | - | missing |  |" in md
+
+
+def test_large_sizes_skip_the_process_per_env_peers(bench_run):
+    assert bench_run.contender_fits("gym_async", 64) is None
+    assert "one process per env" in bench_run.contender_fits("gym_async", 256)
+    assert "one process per env" in bench_run.contender_fits("sb3", 256)
+    assert bench_run.contender_fits("vecenv_auto", 256) is None
+    assert bench_run._layout_candidates(256, 2) == [1, 2, 4]
+    assert bench_run._layout_candidates(16, 2) == [1, 2, 4, 16]

@@ -277,3 +277,28 @@ def in_process(num_workers: Any, envs_per_worker: Any) -> bool:
             f"workers), got envs_per_worker={envs_per_worker!r}"
         )
     return True
+
+
+def check_auto_workers(num_workers: Any, envs_per_worker: Any) -> bool:
+    """Whether ``num_workers`` asks for the layout to be chosen (``"auto"``).
+
+    Other values are left to the layout's own checks (ints, None).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Any other string, or ``"auto"`` together with ``envs_per_worker``
+        (the choice includes it).
+    """
+    if not isinstance(num_workers, str):
+        return False
+    if num_workers != "auto":
+        raise InvalidArgumentError(
+            f"num_workers must be an int >= 0 (0: in-process), 'auto' or None, got {num_workers!r}"
+        )
+    if envs_per_worker is not None:
+        raise InvalidArgumentError(
+            f"num_workers='auto' chooses envs_per_worker too, got envs_per_worker="
+            f"{envs_per_worker!r}: pass one of them"
+        )
+    return True

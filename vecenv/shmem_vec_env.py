@@ -37,6 +37,7 @@ the worker's loop itself, behind stand-ins for its pipe, Control and process
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import weakref
 from multiprocessing import get_context
@@ -45,12 +46,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from vecenv import _core, _inprocess, _layout
+from vecenv._autolayout import Layout, auto_layout
 from vecenv._collect import Collector
 from vecenv._engine import State
 from vecenv._options import (  # noqa: F401  (autoreset_mode_name: imported from here too)
     ENGINE_OPTIONS,
     EngineOptions,
     autoreset_mode_name,
+    check_auto_workers,
     check_env_fns,
     in_process,
 )
@@ -92,6 +95,14 @@ class ShmemVecEnv(Collector):
     num_workers, envs_per_worker : int, optional
         Worker layout (give one or neither). Default: one worker per usable
         CPU core, envs spread evenly. Each worker steps its envs in order.
+        ``num_workers="auto"`` (without envs_per_worker): build one env from
+        ``env_fns[0]`` in this process, time its reset and up to 0.1 s of
+        steps, close it, and choose in-process (``num_workers=0``, unless
+        ``timeout``, ``cpu_affinity`` or ``on_worker_death="restart"`` is
+        given) or the workers, and ``spin`` (unless given), from that cost,
+        the observation size and the usable cores. The choice is
+        ``self.layout`` (as for every layout) and is logged (logger
+        ``"vecenv"``, INFO).
         ``num_workers=0``: no worker process; the envs are built and stepped
         in the calling process, in order, by the same engine (same API,
         results, infos and errors; ``in_process`` is then True), where
@@ -238,7 +249,7 @@ class ShmemVecEnv(Collector):
         env_fns: Sequence[Callable[[], Any]],
         spaces: Optional[Tuple[Any, Any]] = None,
         *,
-        num_workers: Optional[int] = None,
+        num_workers: Union[int, str, None] = None,
         envs_per_worker: Optional[int] = None,
         batch_size: Optional[int] = None,
         context: Optional[str] = None,
@@ -271,23 +282,49 @@ class ShmemVecEnv(Collector):
         self._finalizer = weakref.finalize(self, _shutdown, self._resources)
         env_fns = self._check_env_fns(env_fns)
         num_envs = len(env_fns)
+        auto = check_auto_workers(num_workers, envs_per_worker)
+        chosen = "default" if num_workers is None and envs_per_worker is None else "given"
         self.in_process = in_process(num_workers, envs_per_worker)
         if self.in_process:  # the envs step in this process, as one worker's
             _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
             self._ranges = [(0, num_envs)]
         else:
-            self._ranges = plan_workers(num_envs, num_workers, envs_per_worker)
+            given_workers = None if isinstance(num_workers, str) else num_workers
+            self._ranges = plan_workers(num_envs, given_workers, envs_per_worker)
         batch_size = check_batch_size(batch_size, num_envs)
         autoreset_mode = keywords.autoreset_mode
         if spaces is not None and (not isinstance(spaces, (tuple, list)) or len(spaces) != 2):
             raise InvalidArgumentError("spaces must be a pair (observation_space, action_space)")
-        num_workers = len(self._ranges)
         cpus = _usable_cpus()
+        if auto:  # after every other check: the probe builds an env here
+            self._check_affinity(cpu_affinity, 1)
+            layout = auto_layout(
+                env_fns[0],
+                num_envs,
+                cpus,
+                inprocess=_inprocess_allowed(timeout, cpu_affinity, on_worker_death),
+            )
+            if layout.num_workers == 0:
+                self.in_process = True
+                self._ranges = [(0, num_envs)]
+            else:
+                self._ranges = plan_workers(num_envs, layout.num_workers, None)
+                spin = layout.spin if spin is None else spin
+        num_workers = len(self._ranges)
         if spin is None:
             spin = 200e-6 if num_workers <= 2 * cpus else 0.0
         if self.in_process:
             spin = 0.0  # nothing waits: every dispatch runs its round at once
         self._cores = self._check_affinity(cpu_affinity, num_workers)
+        if not auto:
+            layout = Layout(num_workers, 0, float(spin), why=f"the {chosen} layout")
+        #: The layout this vec env runs with (see :class:`vecenv._autolayout.Layout`).
+        self.layout = dataclasses.replace(
+            layout,
+            num_workers=0 if self.in_process else num_workers,
+            envs_per_worker=max(hi - lo for lo, hi in self._ranges),
+            spin=float(spin),
+        )
 
         self.batch_size = int(batch_size)
         self.copy = bool(copy)
@@ -787,6 +824,17 @@ class ShmemVecEnv(Collector):
             f"num_workers={0 if getattr(self, 'in_process', False) else len(self._ranges)}, "
             f"batch_size={getattr(self, 'batch_size', '?')}, state={self._state.value})"
         )
+
+
+def _inprocess_allowed(timeout, cpu_affinity, on_worker_death) -> bool:
+    """Whether ``num_workers="auto"`` may choose the in-process engine: not
+    when an option asks for what only worker processes give (a timeout that
+    kills a stuck env, pinning, restarts after a crash)."""
+    try:
+        _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
+    except InvalidArgumentError:
+        return False
+    return on_worker_death != "restart"
 
 
 def make(

@@ -1,0 +1,321 @@
+"""num_workers="auto" (vecenv._autolayout): the decision from a step cost, the
+bounded probe, and ShmemVecEnv's use of both (venv.layout, the log, the same
+seeded trajectories as an explicit layout)."""
+
+import logging
+import math
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import vecenv
+import vecenv.envs  # registers the vecenv/ ids
+from vecenv import _autolayout as al
+from vecenv.errors import InvalidArgumentError
+
+
+# ---------------------------------------------------------------- the decision
+@pytest.mark.parametrize(
+    "step_us, obs_bytes, num_envs, cores, inprocess, workers",
+    [
+        # A noop-like env (0.3 us): in process when it can; otherwise one
+        # worker, whose wake is cheaper than halving 16 tiny steps (measured
+        # on 2 cores: 1 worker 542k env-steps/s, 2 workers 483k).
+        (0.3, 16, 16, 2, True, 0),
+        (0.3, 16, 16, 2, False, 1),
+        # ... but 256 of them: one worker per core (2 workers 1.13M, in process 0.89M).
+        (0.3, 16, 256, 2, True, 2),
+        (0.3, 16, 256, 2, False, 2),
+        # CartPole-like (6 us): both cores from 16 envs (165k against 136k in process).
+        (6.0, 16, 16, 2, True, 2),
+        (6.0, 16, 256, 2, False, 2),
+        # bigobs (28 KiB frames): in process at 16 envs, workers at 256.
+        (0.3, 28224, 16, 2, True, 0),
+        (0.3, 28224, 256, 2, True, 2),
+        # Pong-like (200 us): every core, up to one env each.
+        (200.0, 100800, 16, 2, True, 2),
+        (200.0, 100800, 16, 16, True, 16),
+        (200.0, 100800, 8, 16, False, 8),
+        # One core: workers cannot add parallelism.
+        (6.0, 16, 16, 1, True, 0),
+        (6.0, 16, 16, 1, False, 1),
+        (200.0, 16, 1, 8, False, 1),
+    ],
+)
+def test_choose_layout_cases(step_us, obs_bytes, num_envs, cores, inprocess, workers):
+    lay = al.choose_layout(step_us, obs_bytes, num_envs, cores, inprocess=inprocess)
+    assert lay.num_workers == workers, lay.why
+    if workers:
+        assert lay.envs_per_worker == math.ceil(num_envs / workers)
+        assert lay.spin == al.SPIN_S
+    else:
+        assert lay.envs_per_worker == num_envs and lay.spin == 0.0
+    assert lay.step_us == step_us and lay.predicted_batch_us > 0
+    assert f"{num_envs} envs, {cores} usable cores" in lay.why
+    assert ("not a candidate" in lay.why) is (not inprocess)
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 4, 8, 16, 64])
+@pytest.mark.parametrize("num_envs", [1, 2, 3, 7, 16, 64, 256, 1000])
+@pytest.mark.parametrize("inprocess", [False, True])
+def test_choose_layout_bounds_and_monotone_in_step_cost(cores, num_envs, inprocess):
+    """Within bounds for every cost, and a costlier env never gets fewer workers."""
+    last = -1
+    for step_us in [0.0, 0.1, 0.5, 1, 2, 5, 10, 30, 100, 300, 1e3, 1e4, 1e5]:
+        lay = al.choose_layout(step_us, 64, num_envs, cores, inprocess=inprocess)
+        assert 0 <= lay.num_workers <= min(num_envs, cores)
+        assert lay.num_workers > 0 or inprocess
+        if lay.num_workers:
+            assert lay.envs_per_worker * lay.num_workers >= num_envs
+            assert lay.envs_per_worker * (lay.num_workers - 1) < num_envs
+        assert lay.num_workers >= last, (step_us, lay.why)
+        last = lay.num_workers
+    # Expensive enough, the busiest worker has as few envs as the cores allow
+    # (1000 envs on 64 cores: 63 workers of 16 envs, not 64: the same share,
+    # and a core left for the parent).
+    assert lay.envs_per_worker == math.ceil(num_envs / min(num_envs, cores))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [(-1.0, 0, 4, 2), (float("nan"), 0, 4, 2), (1.0, -1, 4, 2), (1.0, 0, 0, 2), (1.0, 0, 4, 0)],
+)
+def test_choose_layout_rejects_bad_inputs(args):
+    with pytest.raises(ValueError, match="choose_layout needs"):
+        al.choose_layout(*args)
+
+
+# ---------------------------------------------------------------- the probe
+class _Counted(gym.Env):
+    """Counts, in the process that builds it, the envs made and closed; each
+    step busy-waits ``step_s`` seconds."""
+
+    made = 0
+    closed = 0
+    observation_space = gym.spaces.Box(0, 1, (3, 5), np.float32)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, step_s=0.0, episode_length=10):
+        _Counted.made += 1
+        self.step_s = step_s
+        self.episode_length = episode_length
+        self._t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return np.zeros((3, 5), np.float32), {}
+
+    def step(self, action):
+        end = time.perf_counter() + self.step_s
+        while time.perf_counter() < end:
+            pass
+        self._t += 1
+        return np.zeros((3, 5), np.float32), 0.0, False, self._t >= self.episode_length, {}
+
+    def close(self):
+        _Counted.closed += 1
+
+
+@pytest.fixture
+def counted():
+    _Counted.made = _Counted.closed = 0
+    return _Counted
+
+
+@pytest.mark.timeout(30)
+def test_probe_is_bounded_in_time(counted):
+    t0 = time.perf_counter()
+    p = al.probe(lambda: counted(step_s=2e-3), max_seconds=0.05)
+    took = time.perf_counter() - t0
+    # 0.05 s of 2 ms steps, checked every 8 steps: at most 16 ms over.
+    assert took < 0.5 and p.elapsed_s < 0.5
+    assert 8 <= p.steps <= 40
+    assert 1500 < p.step_us < 20000
+    assert p.obs_bytes == 3 * 5 * 4
+    assert (counted.made, counted.closed) == (1, 1)
+
+
+@pytest.mark.timeout(30)
+def test_probe_stops_at_max_steps_and_counts_resets(counted):
+    p = al.probe(lambda: counted(episode_length=3), max_seconds=10.0, max_steps=100)
+    assert p.steps == 100 and p.elapsed_s < 5
+    assert p.step_us >= 0 and p.reset_us >= 0
+    assert (counted.made, counted.closed) == (1, 1)
+
+
+def test_probe_leaves_out_preemptions_but_keeps_heavy_tails():
+    # 100 chunks of 8 steps at 1 us each; one chunk preempted for 10 ms.
+    chunks = [(8e-6, 8)] * 99 + [(10e-3, 8)]
+    assert al._trimmed_mean(chunks) == pytest.approx(1e-6)
+    # A heavy tail in a third of the chunks (one 2 ms step in 8) stays in.
+    tail = [(7 * 50e-6 + 2e-3, 8)] * 34 + [(8 * 50e-6, 8)] * 66
+    mean = sum(c[0] for c in tail) / 800
+    assert al._trimmed_mean(tail) == pytest.approx(mean, rel=0.05)
+    assert al._trimmed_mean(tail) > 2 * 50e-6  # far above the median step
+    # Few chunks: nothing is left out.
+    assert al._trimmed_mean([(1e-3, 8), (9e-3, 2)]) == pytest.approx(1e-3)
+
+
+def test_probe_closes_its_env_when_a_step_raises(counted):
+    class Boom(counted):
+        def step(self, action):
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        al.probe(Boom)
+    assert (counted.made, counted.closed) == (1, 1)
+
+
+def test_probe_leaves_a_shared_action_space_alone():
+    shared = gym.spaces.Discrete(1000, seed=7)
+    reference = gym.spaces.Discrete(1000, seed=7)
+
+    class SharesSpace(_Counted):
+        action_space = shared
+
+    al.probe(SharesSpace, max_steps=50)
+    assert [shared.sample() for _ in range(20)] == [reference.sample() for _ in range(20)]
+
+
+def test_auto_layout_falls_back_and_warns_when_the_probe_fails(caplog):
+    def broken():
+        raise OSError("no display")
+
+    with caplog.at_level(logging.WARNING, logger="vecenv"):
+        lay = al.auto_layout(broken, 6, 4)
+    assert (lay.num_workers, lay.envs_per_worker, lay.step_us) == (4, 2, None)
+    assert "OSError: no display" in lay.why
+    assert any("num_workers='auto'" in r.getMessage() for r in caplog.records)
+
+
+# ---------------------------------------------------------------- ShmemVecEnv
+def _run(venv, steps=40):
+    venv.seed(123)
+    obs = [venv.reset()]
+    rng = np.random.default_rng(0)
+    out = []
+    for _ in range(steps):
+        o, r, d, _ = venv.step(rng.integers(0, 2, venv.num_envs))
+        out.append((o, r, d))
+    return obs, out
+
+
+@pytest.mark.timeout(60)
+def test_auto_runs_the_same_seeded_trajectories_as_an_explicit_layout(caplog):
+    with caplog.at_level(logging.INFO, logger="vecenv"):
+        auto = vecenv.make("CartPole-v1", 6, num_workers="auto")
+    try:
+        lay = auto.layout
+        assert isinstance(lay, al.Layout)
+        assert 1 <= lay.num_workers <= 6 and lay.step_us > 0
+        assert lay.envs_per_worker == math.ceil(6 / lay.num_workers)
+        assert lay.spin == auto.spin
+        assert any(r.name == "vecenv" and lay.why in r.getMessage() for r in caplog.records), (
+            caplog.text
+        )
+        got = _run(auto)
+    finally:
+        auto.close()
+    other = 1 if lay.num_workers != 1 else 3  # not auto's own choice
+    explicit = vecenv.make("CartPole-v1", 6, num_workers=other)
+    try:
+        assert explicit.layout.step_us is None and explicit.layout.num_workers == other
+        assert explicit.layout.why == "the given layout"
+        want = _run(explicit)
+    finally:
+        explicit.close()
+    np.testing.assert_array_equal(got[0][0], want[0][0])
+    for (o1, r1, d1), (o2, r2, d2) in zip(got[1], want[1]):
+        np.testing.assert_array_equal(o1, o2)
+        np.testing.assert_array_equal(r1, r2)
+        np.testing.assert_array_equal(d1, d2)
+
+
+@pytest.mark.timeout(60)
+def test_auto_builds_one_probe_env_in_the_parent_and_closes_it(counted):
+    # timeout: only worker layouts (in-process cannot enforce it).
+    venv = vecenv.ShmemVecEnv([counted] * 3, num_workers="auto", context="fork", timeout=60)
+    try:
+        # The workers build their envs in their own processes.
+        assert venv.layout.num_workers >= 1 and not venv.in_process
+        assert (counted.made, counted.closed) == (1, 1)
+        venv.reset()
+        venv.step(np.zeros(3, np.int64))
+    finally:
+        venv.close()
+
+
+@pytest.mark.timeout(60)
+def test_auto_keeps_a_given_spin():
+    venv = vecenv.make("vecenv/Noop-v0", 2, num_workers="auto", spin=0.0)
+    try:
+        assert venv.spin == 0.0 and venv.layout.spin == 0.0 and venv.layout.step_us is not None
+    finally:
+        venv.close()
+
+
+@pytest.mark.timeout(60)
+def test_auto_steps_a_cheap_env_in_process_unless_an_option_needs_workers(counted):
+    # A sub-microsecond step and 4 envs: in process wins for any step up to
+    # about 8 us on 2 cores, and always on 1 (a margin for a busy machine).
+    venv = vecenv.ShmemVecEnv([counted] * 4, num_workers="auto")
+    try:
+        assert venv.in_process and venv.layout.num_workers == 0, venv.layout.why
+        assert venv.layout.envs_per_worker == 4 and venv.layout.spin == 0.0
+        assert "in-process" in venv.layout.why and counted.made == 1 + 4
+        venv.reset()
+        venv.step(np.zeros(4, np.int64))
+    finally:
+        venv.close()
+    for kwargs in ({"timeout": 30.0}, {"on_worker_death": "restart"}):
+        venv = vecenv.ShmemVecEnv([counted] * 4, num_workers="auto", **kwargs)
+        try:
+            assert not venv.in_process and venv.layout.num_workers >= 1, kwargs
+            assert "in-process (num_workers=0) not a candidate" in venv.layout.why
+        finally:
+            venv.close()
+
+
+def test_in_process_layout_is_reported_with_no_workers():
+    venv = vecenv.make("vecenv/Noop-v0", 3, num_workers=0)
+    try:
+        assert (venv.layout.num_workers, venv.layout.envs_per_worker) == (0, 3)
+        assert venv.layout.why == "the given layout"
+    finally:
+        venv.close()
+
+
+def test_default_layout_is_reported_too():
+    venv = vecenv.make("vecenv/Noop-v0", 3, num_workers=None)
+    try:
+        assert venv.layout.why == "the default layout" and venv.layout.step_us is None
+        assert venv.layout.num_workers >= 1 and venv.layout.spin == venv.spin
+    finally:
+        venv.close()
+
+
+@pytest.mark.parametrize("value", ["fast", "AUTO", ""])
+def test_other_strings_are_refused_naming_the_argument(counted, value):
+    with pytest.raises(
+        InvalidArgumentError, match=r"num_workers must be an int >= 0 \(0: in-process\), 'auto'"
+    ):
+        vecenv.ShmemVecEnv([counted] * 2, num_workers=value)
+    assert counted.made == 0
+
+
+def test_auto_with_envs_per_worker_is_refused(counted):
+    with pytest.raises(InvalidArgumentError, match="num_workers='auto' chooses envs_per_worker"):
+        vecenv.ShmemVecEnv([counted] * 2, num_workers="auto", envs_per_worker=1)
+    assert counted.made == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"timeout": -1}, {"context": "nope"}, {"cpu_affinity": [10**6]}, {"spin": -1}]
+)
+def test_other_arguments_are_checked_before_the_probe(counted, kwargs):
+    with pytest.raises(InvalidArgumentError):
+        vecenv.ShmemVecEnv([counted] * 2, num_workers="auto", **kwargs)
+    assert counted.made == 0
