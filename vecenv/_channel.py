@@ -42,7 +42,7 @@ order and answers with the same ``ref``):
 
 * ``("attach", handle, layout, reset_ids)``: right after ``spaces`` (the
   worker is reading: no wake). The worker maps the block, resets
-  ``reset_ids`` and replies ``("attached", pid, infos)`` or ``("error", payload)``.
+  ``reset_ids`` and replies ``("attached", pid, infos)`` or ``("error", report)``.
 * ``("reset_kwargs", {env: {"seed", "options"}})``: posted before the reset
   op that uses them; the worker keeps them for that env's next reset. No reply.
 * ``("actions", {env: action})``: posted before the step op that uses them,
@@ -55,13 +55,15 @@ order and answers with the same ``ref``):
   no longer needs one).
 * ``("close",)``: the worker closes its envs, replies ``("closed",)`` and exits.
 
-Worker -> parent (the parent decodes each frame as it arrives):
+Worker -> parent (the parent decodes each frame as it arrives; a ``report``
+is a :class:`vecenv._protocol.ErrorReport`, turned into an exception by its
+``to_exception``):
 
-* ``("spaces", obs_space, act_space, metadata)`` or ``("error", payload)``
+* ``("spaces", obs_space, act_space, metadata)`` or ``("error", report)``
   at start (``ref`` 0, unsolicited): kept as the reply to ref 0.
 * replies as above (``ref`` = the request's): kept by ref until the caller
   that asked takes it; a reply nobody asks for any more is dropped at reset.
-* ``("round", {env: info}, {env: error_payload})`` right after publishing
+* ``("round", {env: info}, {env: report})`` right after publishing
   envs whose status is INFO or ERROR (``ref`` = the publish's ticket): each
   entry is kept for its env with the ticket, replacing an older one; the
   parent takes it when it collects that env under that ticket.

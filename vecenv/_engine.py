@@ -24,7 +24,7 @@ import numpy as np
 
 from vecenv._options import check_seconds
 from vecenv.base import Indices, VecEnv
-from vecenv.errors import ClosedError, InvalidArgumentError, StateError
+from vecenv.errors import ClosedError, InvalidArgumentError, SpaceError, StateError
 
 
 class State(enum.Enum):
@@ -67,6 +67,7 @@ class EngineVecEnv(VecEnv):
     _seeds: List[Optional[int]]
     _options: Dict[int, Any]
     _finalizer: weakref.finalize
+    _resources: Any  # what the finalizer releases: .shutdown(timeout)
     _ranges: List[Tuple[int, int]]  # worker (or actor) w hosts envs [lo, hi)
     # Seconds for each wait inside limit_waits(); None: the ``timeout`` option.
     _wait_timeout: Optional[float] = None
@@ -74,13 +75,96 @@ class EngineVecEnv(VecEnv):
     @property
     def num_workers(self) -> int:
         """The processes that step the envs, each a contiguous range of them:
-        worker processes (ShmemVecEnv) or Ray actors (RayVecEnv)."""
-        return len(self._ranges)
+        worker processes (ShmemVecEnv) or Ray actors (RayVecEnv); 0 when the
+        envs step in the calling process (``num_workers=0``)."""
+        return 0 if getattr(self, "in_process", False) else len(self._ranges)
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` has released every resource."""
         return self._state is State.CLOSED and not self._finalizer.alive
+
+    def _check_given_spaces(self, spaces, obs_space, act_space) -> None:
+        """At construction: close and raise SpaceError unless ``spaces`` (the
+        constructor's argument; None: any) are the envs' own spaces."""
+        if spaces is not None and (spaces[0] != obs_space or spaces[1] != act_space):
+            self.close()
+            raise SpaceError(
+                f"spaces=({spaces[0]}, {spaces[1]}) differ from the envs' own "
+                f"({obs_space}, {act_space})"
+            )
+
+    # ------------------------------------------------------------ reset, close
+    @abstractmethod
+    def reset_async(self, env_ids=None) -> None:
+        """Start resetting the envs ``env_ids`` (default: all)."""
+
+    @abstractmethod
+    def reset_wait(self):
+        """Wait for the resets of :meth:`reset_async`; the observations."""
+
+    def reset(self):
+        """Reset every env and return the first observations.
+
+        Returns
+        -------
+        observations : array, tuple or dict of arrays, each (num_envs, *shape)
+            Shaped like ``observation_space`` with a leading num_envs axis, in
+            env order: arrays the caller owns (views into shared memory for a
+            ShmemVecEnv with ``copy=False``). When ``batch_size < num_envs``
+            the resets are only started and None is returned: collect them
+            with ``recv()``.
+
+        Reset infos are kept in ``self.reset_infos`` (a list of dicts); with
+        ``autoreset_mode="sb3"`` a step that resets env ``i`` replaces
+        ``reset_infos[i]`` with the info of that reset, as SB3 does.
+
+        Workers that died or were killed (after a WorkerDiedError or a
+        timeout) are started again first, with new envs from their factories;
+        in a ShmemVecEnv so is a worker that dies during the reset (once per
+        call). Envs still in flight after a failed or interrupted step, or of
+        a pending ``step_async`` (the seed's contract: that work is
+        cancelled), are waited for and their results dropped.
+
+        Raises
+        ------
+        WorkerError, WorkerDiedError, VecEnvTimeoutError
+            The vec env still needs a reset afterwards.
+        """
+        self.reset_async()
+        if self.batch_size < self.num_envs:
+            return None
+        return self.reset_wait()
+
+    @abstractmethod
+    def _forget_views(self) -> None:
+        """At close, before the resources go: drop what refers to them."""
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the workers (processes or Ray actors) and release their
+        memory. Idempotent; never hangs.
+
+        Workers get a polite close (their envs' ``close()`` runs); after
+        about ``timeout`` seconds the ones still alive are terminated, then
+        killed. A ShmemVecEnv leaves no zombie or shared-memory segment; a
+        RayVecEnv kills its actors and removes its placement group.
+        """
+        if not self._finalizer.alive:
+            self._state = State.CLOSED
+            return
+        self._state = State.CLOSED
+        self._finalizer.detach()
+        self._forget_views()
+        self._resources.shutdown(timeout=timeout)
+
+    _WORKERS = "num_workers"  # what repr() calls the workers
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_envs={getattr(self, 'num_envs', '?')}, "
+            f"{self._WORKERS}={self.num_workers if hasattr(self, '_ranges') else '?'}, "
+            f"batch_size={getattr(self, 'batch_size', '?')}, state={self._state.value})"
+        )
 
     # ------------------------------------------------------------ state
     def _guard(self, method: str, *allowed: State) -> None:

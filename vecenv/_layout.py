@@ -331,22 +331,7 @@ def make_action_writer(leaves: Sequence[Leaf], space: spaces.Space, argname: str
         outside a Discrete/MultiDiscrete/MultiBinary range.
     """
     flatten = make_flattener(space)
-    checks: List[Tuple[str, Any, Any]] = []  # (kind, low, high) per leaf
-    for leaf in leaves:
-        s = leaf.space
-        if isinstance(s, spaces.Discrete):
-            checks.append(("discrete", int(s.start), int(s.start) + int(s.n)))
-        elif isinstance(s, spaces.MultiDiscrete):
-            checks.append(
-                ("multidiscrete", np.asarray(s.start), np.asarray(s.start) + np.asarray(s.nvec))
-            )
-        elif isinstance(s, spaces.MultiBinary):
-            checks.append(("multibinary", 0, 2))
-        elif leaf.dtype.kind in "iub":
-            checks.append(("intbox", None, None))
-        else:
-            checks.append(("floatbox", None, None))
-
+    checks = [leaf_check(leaf) for leaf in leaves]
     wheres = [f"{argname}{leaf.name}" if leaf.path else argname for leaf in leaves]
 
     def write(actions, bufs, rows=None):
@@ -355,7 +340,7 @@ def make_action_writer(leaves: Sequence[Leaf], space: spaces.Space, argname: str
             values = flatten(actions)
         except ValueError as exc:
             raise InvalidArgumentError(f"{argname} does not match {space}: {exc}") from None
-        for leaf, value, buf, (kind, lo, hi), where in zip(leaves, values, bufs, checks, wheres):
+        for leaf, value, buf, check, where in zip(leaves, values, bufs, checks, wheres):
             arr = value if type(value) is np.ndarray else np.asarray(value)
             expected = (n, *leaf.shape)
             if arr.shape != expected:
@@ -365,38 +350,89 @@ def make_action_writer(leaves: Sequence[Leaf], space: spaces.Space, argname: str
                         f"shape {arr.shape}, expected {expected}"
                     )
                 raise InvalidArgumentError(f"{where}: shape {arr.shape}, expected {expected}")
-            if kind != "floatbox":
+            if check.integral:
                 if arr.dtype.kind not in "iu":
                     _integral_check(arr, leaf, where)
             elif arr.dtype.kind not in "biuf":
                 raise InvalidArgumentError(f"{where}: dtype {arr.dtype}, expected a numeric dtype")
             dst = buf if rows is None else np.empty(expected, dtype=leaf.dtype)
             np.copyto(dst, arr, casting="unsafe")
-            if kind == "discrete":
-                flat = dst.reshape(-1)
-                bad = (
-                    _core.check_int_range(flat, lo, hi)
-                    if flat.dtype == np.int64
-                    else _first_out_of_range(flat, lo, hi)
-                )
-                if bad >= 0:
-                    raise InvalidArgumentError(
-                        f"{where}[{bad}]={arr.reshape(-1)[bad]} is outside {leaf.space} "
-                        f"(valid: {lo}..{hi - 1})"
-                    )
-                if arr.dtype != dst.dtype and not np.array_equal(dst, arr):
-                    raise InvalidArgumentError(f"{where}: values do not fit {leaf.dtype}")
-            elif kind in ("multidiscrete", "multibinary"):
-                bad_mask = (dst < lo) | (dst >= hi)
-                if bad_mask.any() or not np.array_equal(dst, arr):
-                    idx = tuple(int(i) for i in np.argwhere(bad_mask | (dst != arr))[0])
-                    raise InvalidArgumentError(
-                        f"{where}{list(idx)}={arr[idx]} is outside {leaf.space}"
-                    )
+            check.check_range(dst, arr, leaf, where)
             if rows is not None:
                 _core.scatter_rows(_bytes2d(dst), rows, _bytes2d(buf))
 
     return write
+
+
+class LeafCheck:
+    """How :func:`make_action_writer` validates one action leaf: a Box of
+    integers (whole numbers, any value), the base; see :func:`leaf_check`."""
+
+    integral = True  # the values must be whole numbers (no NaN, no fraction)
+
+    def check_range(self, dst: np.ndarray, arr: np.ndarray, leaf: Leaf, where: str) -> None:
+        """Raise InvalidArgumentError naming ``where`` if ``dst`` (the batch
+        cast to the leaf's dtype) holds a value outside the leaf's space;
+        ``arr`` is the batch as given."""
+
+
+class FloatBoxCheck(LeafCheck):
+    """A Box of floats: any numeric dtype, any value."""
+
+    integral = False
+
+
+@dataclass(frozen=True)
+class DiscreteCheck(LeafCheck):
+    """A Discrete space: integers in ``[lo, hi)``."""
+
+    lo: int
+    hi: int
+
+    def check_range(self, dst, arr, leaf, where) -> None:
+        lo, hi = self.lo, self.hi
+        flat = dst.reshape(-1)
+        bad = (
+            _core.check_int_range(flat, lo, hi)
+            if flat.dtype == np.int64
+            else _first_out_of_range(flat, lo, hi)
+        )
+        if bad >= 0:
+            raise InvalidArgumentError(
+                f"{where}[{bad}]={arr.reshape(-1)[bad]} is outside {leaf.space} "
+                f"(valid: {lo}..{hi - 1})"
+            )
+        if arr.dtype != dst.dtype and not np.array_equal(dst, arr):
+            raise InvalidArgumentError(f"{where}: values do not fit {leaf.dtype}")
+
+
+@dataclass(frozen=True)
+class ElementRangeCheck(LeafCheck):
+    """A MultiDiscrete or MultiBinary space: each element in ``[lo, hi)``
+    (arrays of the leaf's shape, or scalars)."""
+
+    lo: Any
+    hi: Any
+
+    def check_range(self, dst, arr, leaf, where) -> None:
+        bad_mask = (dst < self.lo) | (dst >= self.hi)
+        if bad_mask.any() or not np.array_equal(dst, arr):
+            idx = tuple(int(i) for i in np.argwhere(bad_mask | (dst != arr))[0])
+            raise InvalidArgumentError(f"{where}{list(idx)}={arr[idx]} is outside {leaf.space}")
+
+
+def leaf_check(leaf: Leaf) -> LeafCheck:
+    """The :class:`LeafCheck` of an action leaf, by its space and dtype."""
+    s = leaf.space
+    if isinstance(s, spaces.Discrete):
+        return DiscreteCheck(int(s.start), int(s.start) + int(s.n))
+    if isinstance(s, spaces.MultiDiscrete):
+        return ElementRangeCheck(np.asarray(s.start), np.asarray(s.start) + np.asarray(s.nvec))
+    if isinstance(s, spaces.MultiBinary):
+        return ElementRangeCheck(0, 2)
+    if leaf.dtype.kind in "iub":
+        return LeafCheck()
+    return FloatBoxCheck()
 
 
 def make_exact_writer(leaves: Sequence[Leaf], space: spaces.Space):

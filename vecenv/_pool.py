@@ -29,7 +29,7 @@ from gymnasium import spaces as gym_spaces
 from vecenv import _core, _layout, _shm
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
 from vecenv._engine import EngineVecEnv, State
-from vecenv._protocol import Msg, Op
+from vecenv._protocol import ErrorReport, Msg, Op
 from vecenv._worker import (
     PICKLED_FINAL_KEY,
     PICKLED_OBS_KEY,
@@ -39,10 +39,7 @@ from vecenv._worker import (
 )
 from vecenv.errors import (
     InvalidArgumentError,
-    ObservationError,
     PendingTimeoutError,
-    RemoteTraceback,
-    RewardError,
     SpaceError,
     StateError,
     VecEnvTimeoutError,
@@ -666,22 +663,10 @@ class WorkerPool(EngineVecEnv):
             w for w, chan in enumerate(self._resources.chans) if chan.broken and w not in self._dead
         ]
 
-    def _worker_error(self, payload) -> WorkerError:
-        i = payload.get("env_index")
-        cls: type[WorkerError]
-        if payload.get("observation_error"):
-            cls = ObservationError
-        elif payload.get("reward_error"):
-            cls = RewardError
-        else:
-            cls = WorkerError
-        err = cls(
-            f"env {i} raised {payload['exc_type']} in {payload['where']}: {payload['message']}",
-            env_index=i,
-            exc_type=payload["exc_type"],
-            worker_traceback=payload["traceback"],
-        )
-        err.__cause__ = RemoteTraceback(payload["traceback"])
+    def _worker_error(self, report: ErrorReport) -> WorkerError:
+        """A worker's error report (an env's exception) as a WorkerError."""
+        err = report.to_exception()
+        assert isinstance(err, WorkerError), report  # workers report env errors only
         return err
 
     def _take_pickled(self, i: int, info: Dict[str, Any]) -> Dict[str, Any]:
@@ -792,7 +777,7 @@ class WorkerStartup(WorkerPool):
         # Factory errors of all workers are gathered for a short while after
         # the first one, so the error raised is the lowest env's, whichever
         # worker's report arrives first.
-        errors: List[Dict[str, Any]] = []
+        errors: List[ErrorReport] = []
         errors_until = math.inf
         while pending:
             now = time.monotonic()
@@ -848,7 +833,7 @@ class WorkerStartup(WorkerPool):
                 pending.difference_update(died)  # a factory error is what we report
         if errors:
             # As the env's own type too: `except NameNotFound` works.
-            first = min(errors, key=lambda p: p.get("env_index") or 0)
+            first = min(errors, key=lambda p: p.env_index or 0)
             raise as_env_exception(self._worker_error(first))
         return replies
 

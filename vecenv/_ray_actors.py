@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-import traceback
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -31,18 +30,14 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
         f"vecenv.ray needs Ray ({_exc}): install it with `pip install vecenv[ray]`"
     ) from _exc
 
-from vecenv import errors as _errors
 from vecenv._engine import EngineVecEnv, State
 from vecenv._layout import make_flattener, make_unflattener
-from vecenv._protocol import Autoreset
+from vecenv._protocol import Autoreset, ErrorReport
 from vecenv.errors import (
     InvalidArgumentError,
     PendingTimeoutError,
-    RemoteTraceback,
-    VecEnvTimeoutError,
     WatchdogTimeoutError,
     WorkerDiedError,
-    WorkerError,
 )
 from vecenv.shmem_vec_env import ShmemVecEnv, plan_workers
 
@@ -52,22 +47,7 @@ _RESERVED_ACTOR_KEYS = ("max_restarts", "max_task_retries")
 
 
 # ---------------------------------------------------------------- actor side
-def _error_payload(exc: BaseException) -> Dict[str, Any]:
-    """A picklable description of ``exc`` raised in an actor (indices local)."""
-    cls = type(exc).__name__
-    if not isinstance(exc, _errors.VecEnvError) or not hasattr(_errors, cls):
-        cls = "WorkerError"
-    return {
-        "cls": cls,
-        "message": str(exc),
-        "env_index": getattr(exc, "env_index", None),
-        "env_indices": tuple(getattr(exc, "env_indices", ()) or ()),
-        "exc_type": getattr(exc, "exc_type", "")
-        or f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "traceback": getattr(exc, "worker_traceback", "")
-        or "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-        "exitcode": getattr(exc, "exitcode", None),
-    }
+_error_payload = ErrorReport.of_exception  # an actor's exception, its indices local
 
 
 class _EnvActor:
@@ -83,7 +63,7 @@ class _EnvActor:
 
     def __init__(self, env_fns: Sequence[Callable[[], Any]], vec_kwargs: Dict[str, Any]):
         self._venv: Any = None  # the local ShmemVecEnv; None if it failed to start
-        self._error: Optional[Dict[str, Any]] = None
+        self._error: Optional[ErrorReport] = None
         self._fresh = True  # not reset since (re)start
         try:
             # copy=False: the arrays are serialized by Ray when the method
@@ -363,33 +343,13 @@ class ActorPool(EngineVecEnv):
         self.actor_info: List[Dict[str, Any]] = infos
 
     # ------------------------------------------------------------ errors
-    def _translate(self, a: int, payload: Dict[str, Any], what: str) -> Exception:
-        """An actor's error payload as a vecenv exception with global env indices."""
+    def _translate(self, a: int, payload: ErrorReport, what: str) -> Exception:
+        """An actor's error report as a vecenv exception with global env indices."""
         lo, hi = self._ranges[a]
         where = (
             f"Ray actor {a} (envs {lo}..{hi - 1}; env numbers in this message are local, add {lo})"
         )
-        msg = f"{where} while {what}: {payload['message']}"
-        cls: Any = getattr(_errors, payload["cls"], WorkerError)
-        env_index = payload["env_index"]
-        g_index = None if env_index is None else lo + int(env_index)
-        g_indices = tuple(lo + int(i) for i in payload["env_indices"])
-        if issubclass(cls, WorkerDiedError):
-            err = cls(msg, env_indices=g_indices, exitcode=payload["exitcode"], env_index=g_index)
-        elif issubclass(cls, WorkerError):
-            err = cls(
-                msg,
-                env_index=g_index,
-                exc_type=payload["exc_type"],
-                worker_traceback=payload["traceback"],
-            )
-        elif issubclass(cls, VecEnvTimeoutError):
-            err = cls(msg, env_indices=g_indices, env_index=g_index)
-        else:
-            err = cls(msg)
-        if payload["traceback"]:
-            err.__cause__ = RemoteTraceback(payload["traceback"])
-        return err
+        return payload.to_exception(prefix=f"{where} while {what}: ", offset=lo)
 
     def _died(self, actors: Sequence[int], what: str, exc: BaseException) -> WorkerDiedError:
         """A WorkerDiedError naming the envs of ``actors`` (which cannot come back)."""

@@ -45,7 +45,7 @@ import numpy as np
 
 from vecenv import _core, _layout, _shm
 from vecenv._channel import WorkerChannel
-from vecenv._protocol import Autoreset, Msg, Op, Status
+from vecenv._protocol import Autoreset, ErrorReport, Msg, Op, Status
 
 # How often an idle worker checks that its parent is still alive (seconds).
 PARENT_CHECK_S = 0.25
@@ -177,19 +177,23 @@ def reseed_globals(seq: np.random.SeedSequence, torch_only: bool = False) -> Non
             pass
 
 
-def error_payload(exc: BaseException, env_index: Optional[int], where: str) -> Dict[str, Any]:
-    """A picklable report of ``exc``; the parent turns it into a WorkerError."""
+def error_payload(exc: BaseException, env_index: Optional[int], where: str) -> ErrorReport:
+    """The report of env ``env_index``'s exception ``exc`` raised while
+    ``where``; the parent turns it into a WorkerError (ErrorReport.to_exception)."""
     # The checks' private ValueError subclasses are reported as ValueError.
-    cls = ValueError if isinstance(exc, (_ObservationMismatch, _RewardMismatch)) else type(exc)
-    return {
-        "env_index": env_index,
-        "where": where,
-        "exc_type": f"{cls.__module__}.{cls.__qualname__}",
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-        "observation_error": isinstance(exc, _ObservationMismatch),
-        "reward_error": isinstance(exc, _RewardMismatch),
-    }
+    kind, cls = "WorkerError", type(exc)
+    if isinstance(exc, _ObservationMismatch):
+        kind, cls = "ObservationError", ValueError
+    elif isinstance(exc, _RewardMismatch):
+        kind, cls = "RewardError", ValueError
+    return ErrorReport(
+        kind=kind,
+        message=str(exc),
+        exc_type=f"{cls.__module__}.{cls.__qualname__}",
+        traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        env_index=env_index,
+        where=where,
+    )
 
 
 class _ObservationMismatch(ValueError):

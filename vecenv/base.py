@@ -8,11 +8,15 @@ baselines' ``vec_env``), extended with what stable-baselines3 users expect
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 import numpy as np
 
 Indices = Union[None, int, Sequence[int]]
+#: A seed for every env: an int (env ``i`` gets ``seed + i``), one per env, or None.
+Seeds = Union[int, Sequence[Optional[int]], None]
+#: An env factory: called with no arguments in a worker, returns the env.
+EnvFactory = Callable[[], Any]
 
 
 class VecEnv(ABC):

@@ -322,12 +322,9 @@ class AsyncVectorEnv(VectorEnv):
                 f"and batch observation space, actual got {observation_mode}"
             )
 
-        self.env_fns = env_fns
-        self.shared_memory = shared_memory
-        self.copy = copy
-        self.context = context
-        self.daemon = daemon
-        self.worker = worker
+        # The arguments, as gymnasium's AsyncVectorEnv keeps them.
+        self.env_fns, self.shared_memory, self.copy = env_fns, shared_memory, copy
+        self.context, self.daemon, self.worker = context, daemon, worker
         self.observation_mode = observation_mode
         self.autoreset_mode = mode
         self.max_concurrency = max_concurrency

@@ -30,6 +30,7 @@ from gymnasium.vector.vector_env import AutoresetMode
 from vecenv import _layout
 from vecenv._engine import EngineVecEnv
 from vecenv._pz_adapter import INFO_AGENTS, INFO_FINAL, RESET_WHEN, AdapterFactory
+from vecenv.base import Seeds
 from vecenv.errors import ClosedError, InvalidArgumentError, SpaceError, StateError, WorkerError
 
 __all__ = ["MultiAgentVecEnv", "concat_vec_envs_v1"]
@@ -377,19 +378,14 @@ class MultiAgentVecEnv(VectorEnv):
         return infos
 
     # ------------------------------------------------------------ gymnasium API
-    def reset(
-        self,
-        *,
-        seed: Union[int, Sequence[Optional[int]], None] = None,
-        options: Optional[Dict[str, Any]] = None,
-    ):
+    def reset(self, *, seed: Seeds = None, options: Optional[Dict[str, Any]] = None):
         """Reset every env.
 
         Parameters
         ----------
         seed : int, sequence of int/None, or None
-            An int seeds env ``i`` with ``seed + i``; a sequence gives one seed
-            per PettingZoo env (``num_parallel_envs`` of them).
+            ``seed + i`` for PettingZoo env ``i`` (an int), or one seed per
+            PettingZoo env (``num_parallel_envs`` of them; None: unseeded).
         options : dict, optional
             Passed to every env's ``reset``.
 

@@ -32,7 +32,7 @@ Protocol invariants:
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from vecenv._ray_actors import (
     ray,
     ray_exc,
 )
-from vecenv.base import Indices, check_batch_size, check_env_ids
+from vecenv.base import EnvFactory, Indices, check_batch_size, check_env_ids
 from vecenv.errors import (
     InvalidArgumentError,
     PendingTimeoutError,
@@ -159,7 +159,7 @@ class RayVecEnv(ActorPool):
 
     def __init__(
         self,
-        env_fns: Sequence[Callable[[], Any]],
+        env_fns: Sequence[EnvFactory],
         spaces: Optional[Tuple[Any, Any]] = None,
         *,
         num_actors: Optional[int] = None,
@@ -273,12 +273,7 @@ class RayVecEnv(ActorPool):
                     f"spaces ({info['observation_space']}, {info['action_space']}), actor 0's have "
                     f"({obs_space}, {act_space}); all envs must share their spaces"
                 )
-        if spaces is not None and (spaces[0] != obs_space or spaces[1] != act_space):
-            self.close()
-            raise SpaceError(
-                f"spaces=({spaces[0]}, {spaces[1]}) differ from the envs' own "
-                f"({obs_space}, {act_space})"
-            )
+        self._check_given_spaces(spaces, obs_space, act_space)
         super().__init__(num_envs, obs_space, act_space)
         self.metadata = self.actor_info[0]["metadata"]
         leaves = flatten_space(act_space, "action_space")
@@ -294,30 +289,6 @@ class RayVecEnv(ActorPool):
         self._pending.clear()
         if refs:
             self._get(refs, "a step (draining before reset)")
-
-    def reset(self):
-        """Reset every env and return the first observations.
-
-        Returns
-        -------
-        observations : array, tuple or dict of arrays, each (num_envs, *shape)
-            Arrays the caller owns, in env order, shaped like
-            ``observation_space`` with a leading num_envs axis. When
-            ``batch_size < num_envs`` the resets are only started and None is
-            returned: collect them with :meth:`recv`.
-
-        Reset infos are kept in ``self.reset_infos`` (a list of dicts); with
-        ``autoreset_mode="sb3"`` a step that resets env ``i`` replaces
-        ``reset_infos[i]`` with the info of that reset.
-
-        Raises
-        ------
-        WorkerError, WorkerDiedError, VecEnvTimeoutError
-        """
-        self.reset_async()
-        if self.batch_size < self.num_envs:
-            return None
-        return self.reset_wait()
 
     def reset_async(self, env_ids=None) -> None:
         """:meth:`ShmemVecEnv.reset_async <vecenv.ShmemVecEnv.reset_async>` over
@@ -627,22 +598,9 @@ class RayVecEnv(ActorPool):
                 results[i] = value
         return [results[i] for i in pending["ids"]]
 
-    # ------------------------------------------------------------ state, close
-    def close(self, timeout: float = 5.0) -> None:
-        """Close every actor's local vec env, kill the actors and remove the
-        placement group. Idempotent; never waits more than about ``timeout``
-        seconds for the actors."""
-        if not self._finalizer.alive:
-            self._state = State.CLOSED
-            return
-        self._state = State.CLOSED
-        self._finalizer.detach()
-        self._pending.clear()
-        self._resources.shutdown(timeout=timeout)
+    # ------------------------------------------------------------ close
+    _WORKERS = "num_actors"  # for repr()
 
-    def __repr__(self) -> str:
-        return (
-            f"RayVecEnv(num_envs={getattr(self, 'num_envs', '?')}, num_actors="
-            f"{len(getattr(self, '_ranges', ()))}, batch_size={getattr(self, 'batch_size', '?')}, "
-            f"state={self._state.value})"
-        )
+    def _forget_views(self) -> None:
+        """At close: forget the tasks in flight (the actors are killed next)."""
+        self._pending.clear()

@@ -68,7 +68,6 @@ from vecenv._protocol import Op
 from vecenv.base import check_batch_size, check_env_ids
 from vecenv.errors import (
     InvalidArgumentError,
-    SpaceError,
     StateError,
 )
 
@@ -364,12 +363,7 @@ class ShmemVecEnv(Collector):
         else:
             self._start_workers(self._ctx, env_fns, daemon, start_timeout)
         obs_space, act_space = self._spaces
-        if spaces is not None and (spaces[0] != obs_space or spaces[1] != act_space):
-            self.close()
-            raise SpaceError(
-                f"spaces=({spaces[0]}, {spaces[1]}) differ from the envs' own "
-                f"({obs_space}, {act_space})"
-            )
+        self._check_given_spaces(spaces, obs_space, act_space)
         super().__init__(num_envs, obs_space, act_space)
         try:
             self._attach(start_timeout)
@@ -390,38 +384,6 @@ class ShmemVecEnv(Collector):
         envs do; the drop-ins call this right after construction."""
         if self._state is State.NEEDS_RESET and not self._in_flight.any() and not self._dead:
             self._state = State.IDLE
-
-    def reset(self):
-        """Reset every env and return the first observations.
-
-        Returns
-        -------
-        observations : array, tuple or dict of arrays, each (num_envs, *shape)
-            Shaped like ``observation_space`` with a leading num_envs axis
-            (views into shared memory when ``copy=False``). When
-            ``batch_size < num_envs`` the resets are only started and None is
-            returned: collect them with :meth:`recv`.
-
-        Reset infos are kept in ``self.reset_infos`` (a list of dicts); with
-        ``autoreset_mode="sb3"`` a step that resets env ``i`` replaces
-        ``reset_infos[i]`` with the info of that reset, as SB3 does.
-
-        Workers that died or were killed (after a WorkerDiedError or a
-        timeout) are started again first, with new envs from their factories;
-        so is a worker that dies during the reset (once per call). Envs still
-        in flight after a failed or interrupted step, or of a pending
-        ``step_async`` (the seed's contract: that work is cancelled), are
-        waited for and their results dropped.
-
-        Raises
-        ------
-        WorkerError, WorkerDiedError, VecEnvTimeoutError
-            The vec env still needs a reset afterwards.
-        """
-        self.reset_async()
-        if self.batch_size < self.num_envs:
-            return None
-        return self.reset_wait()
 
     def reset_async(self, env_ids=None) -> None:
         """Start resetting the envs ``env_ids`` (default: all) with the seeds and
@@ -799,31 +761,13 @@ class ShmemVecEnv(Collector):
         return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
 
     # ------------------------------------------------------------ close
-    def close(self, timeout: float = 5.0) -> None:
-        """Shut the workers down and release shared memory. Idempotent.
-
-        Workers get a polite close (their envs' ``close()`` runs); after
-        ``timeout`` seconds the ones still alive are terminated, then killed.
-        Never hangs and leaves no zombie or shared-memory segment.
-        """
-        if not self._finalizer.alive:
-            self._state = State.CLOSED
-            return
-        self._state = State.CLOSED
-        self._finalizer.detach()
+    def _forget_views(self) -> None:
+        """At close: drop the views of shared memory (before it is unmapped)."""
         self._obs_bufs = self._act_bufs = self._gather_out = self._obs_rows = ()
         self._rew = self._term = self._trunc = self._status = None
         self._ctrl = None
         self._fast = None
         self._write_actions = None
-        self._resources.shutdown(timeout=timeout)
-
-    def __repr__(self) -> str:
-        return (
-            f"ShmemVecEnv(num_envs={getattr(self, 'num_envs', '?')}, "
-            f"num_workers={0 if getattr(self, 'in_process', False) else len(self._ranges)}, "
-            f"batch_size={getattr(self, 'batch_size', '?')}, state={self._state.value})"
-        )
 
 
 def _inprocess_allowed(timeout, cpu_affinity, on_worker_death) -> bool:
