@@ -15,6 +15,7 @@ value). A few tests run whole vec envs with ``VECENV_PY_ROUND=1`` and without.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import pickle
@@ -224,7 +225,8 @@ def snapshot(loop, ops, seen):
     _, status, _, _ = loop.ctrl.arrays()
     bodies = []
     for ticket, (kind, infos, errors) in loop.conn.bodies[seen:]:
-        errs = {i: {k: v for k, v in e.items() if k != "traceback"} for i, e in errors.items()}
+        # The reports without their tracebacks (which name source lines).
+        errs = {i: dataclasses.replace(e, traceback="") for i, e in errors.items()}
         bodies.append((ticket, int(kind), canon(infos), errs))
     return repr(
         (
@@ -476,9 +478,9 @@ def test_an_error_in_the_middle_of_a_round_names_its_env(mode):
             _run_steps(loop, 2, 4)  # env 1 fails in its second step
             ticket, (_, infos, errors) = loop.conn.bodies[-1]
             assert list(errors) == [1] and infos == {}
-            assert errors[1]["env_index"] == 1 and errors[1]["where"] == "step"
-            assert errors[1]["exc_type"] == "builtins.RuntimeError"
-            assert errors[1]["message"] == "env 1 step 2"
+            assert errors[1].env_index == 1 and errors[1].where == "step"
+            assert errors[1].exc_type == "builtins.RuntimeError"
+            assert errors[1].message == "env 1 step 2"
             obs, rew = loop._views[1][0], loop._views[2]
             assert obs[0].tolist() == [0, 2, 1, 0] and obs[2].tolist() == [2, 2, 1, 2]
             assert rew.tolist()[:3:2] == [1.0, 1.0]
@@ -489,8 +491,8 @@ def test_an_error_in_the_middle_of_a_round_names_its_env(mode):
             loop.run_round([(i, STEP) for i in range(4)])  # every episode ends at step 3
             if mode in ("sb3", "same_step"):  # env 3's automatic reset fails
                 _, (_, infos, errors) = loop.conn.bodies[-1]
-                assert list(errors) == [3] and errors[3]["exc_type"] == "builtins.KeyError"
-                assert errors[3]["env_index"] == 3 and errors[3]["where"] == "step"
+                assert list(errors) == [3] and errors[3].exc_type == "builtins.KeyError"
+                assert errors[3].env_index == 3 and errors[3].where == "step"
                 info = _core.STATUS_INFO if mode == "same_step" else _core.STATUS_OK
                 assert status.tolist() == [info, info, info, _core.STATUS_ERROR]
             assert loop.ctrl.activity(0) == (-1, 0)
@@ -636,7 +638,7 @@ def test_an_unpicklable_info_is_reported_the_same_way(mode):
     try:
         _run_steps(loop, 2, 3)
         _, (_, infos, errors) = loop.conn.bodies[-1]
-        assert infos == {} and errors[1]["where"] == "pickling the info dict"
+        assert infos == {} and errors[1].where == "pickling the info dict"
         assert loop.ctrl.arrays()[1].tolist() == [0, _core.STATUS_ERROR, 0]
     finally:
         loop.release()
