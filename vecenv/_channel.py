@@ -32,10 +32,13 @@ with their ticket and takes them only for the ticket it collected, so an unread
 message of an abandoned step is never taken for a later step's. No message
 needs to be drained or resynchronised: stale ones are overwritten or dropped.
 
-Message kinds (tuples; ``kind`` first)
---------------------------------------
-Each kind is a member of :class:`vecenv._protocol.Msg` (written below by its
-lowercased name: ``"attach"`` is ``Msg.ATTACH``).
+Message kinds
+-------------
+Each kind is a member of :class:`vecenv._protocol.Msg` and a frozen dataclass
+of :mod:`vecenv._protocol` (written below as a tuple of its kind's lowercased
+name and its fields: ``("attach", handle, layout, reset_ids)`` is
+``Attach(handle, layout, reset_ids)``), except the step's ``round`` message,
+which is the tuple itself (the worker's step path builds it).
 
 Parent -> worker (``ref`` = the request's number; the worker handles them in
 order and answers with the same ``ref``):
@@ -288,7 +291,7 @@ class ParentChannel(_Stream):
 
     def _on_frame(self, ref: int, body: bytearray) -> None:
         msg = pickle.loads(body)
-        if msg[0] == Msg.ROUND:
+        if type(msg) is tuple and msg[0] == Msg.ROUND:  # the step's round: a tuple
             _, infos, errors = msg
             for env, info in infos.items():
                 self.rounds[env] = (ref, "info", info)

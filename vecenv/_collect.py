@@ -19,10 +19,10 @@ import numpy as np
 from gymnasium import spaces
 
 from vecenv import _core, _layout
+from vecenv import _protocol as msgs
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout
 from vecenv._engine import State
 from vecenv._pool import _NONE, _SLICE_S, WorkerStartup
-from vecenv._protocol import Msg
 from vecenv._worker import (
     RESET_INFO_KEY,
 )
@@ -214,10 +214,10 @@ class Collector(WorkerStartup):
         # posted before it takes the ops (see _worker._Loop.run).
         for w, acts in by_worker.items():
             try:
-                self._post(w, (Msg.ACTIONS, acts))
+                self._post(w, msgs.Actions(acts))
             except WorkerDiedError:  # restart (or raise), then send again
                 self._on_deaths([w], "step")
-                self._post(w, (Msg.ACTIONS, acts))
+                self._post(w, msgs.Actions(acts))
 
     def _send_reset_kwargs(self, ids) -> None:
         per_worker: Dict[int, Dict[int, Dict[str, Any]]] = {}
@@ -231,10 +231,10 @@ class Collector(WorkerStartup):
                 per_worker.setdefault(int(self._env_worker[i]), {})[int(i)] = kw
         for w, kws in per_worker.items():
             try:
-                self._post(w, (Msg.RESET_KWARGS, kws))
+                self._post(w, msgs.ResetKwargs(kws))
             except WorkerDiedError:  # died since the last check: restart, send again
                 self._on_deaths([w], "reset")
-                self._post(w, (Msg.RESET_KWARGS, kws))
+                self._post(w, msgs.ResetKwargs(kws))
         self._pending_kwargs = {i: kw for kws in per_worker.values() for i, kw in kws.items()}
         self._seeds = [None] * self.num_envs
         self._options = {}
@@ -350,7 +350,7 @@ class Collector(WorkerStartup):
         refs: Dict[int, int] = {}
         try:
             for w, wids in by_worker.items():
-                refs[w] = self._post(w, (Msg.CALL, what, name, args, kwargs, wids))
+                refs[w] = self._post(w, msgs.Call(what, name, args, kwargs, wids))
         except WorkerDiedError as exc:
             self._bury(int(self._env_worker[exc.env_indices[0]]))
             raise
@@ -394,7 +394,7 @@ class Collector(WorkerStartup):
         self._state = State.NEEDS_RESET  # until every reply is read
         try:
             for w, wids in list(by_worker.items()):
-                _, values = self._recv(w, deadline, where, keep=keep, ref=refs[w])
+                values = self._recv(w, deadline, where, keep=keep, ref=refs[w]).values
                 del by_worker[w]  # answered: a retry after a timeout skips it
                 for i, value in zip(wids, values):
                     results[i] = value

@@ -27,9 +27,10 @@ import numpy as np
 from gymnasium import spaces as gym_spaces
 
 from vecenv import _core, _layout, _shm
+from vecenv import _protocol as msgs
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
 from vecenv._engine import EngineVecEnv, State
-from vecenv._protocol import ErrorReport, Msg, Op
+from vecenv._protocol import ErrorReport, Op
 from vecenv._worker import (
     PICKLED_FINAL_KEY,
     PICKLED_OBS_KEY,
@@ -132,7 +133,7 @@ class _Resources:
             if proc.exitcode is None and not chan.broken:
                 post = None if ctrl is None else functools.partial(ctrl.post_message, w)
                 try:
-                    chan.request((Msg.CLOSE,), min(deadline, time.monotonic() + 1.0), post)
+                    chan.request(msgs.Close(), min(deadline, time.monotonic() + 1.0), post)
                 except Exception:
                     pass
         # Read the pipes meanwhile: a worker blocked sending a large info
@@ -244,10 +245,10 @@ class WorkerPool(EngineVecEnv):
         are kept (for messages), the next other message is returned."""
         while True:
             msg = self._recv(w, deadline, what)
-            if msg[0] != Msg.PROGRESS:
+            if not isinstance(msg, msgs.Progress):
                 self._progress.pop(w, None)
                 return msg
-            self._progress[w] = (msg[1], msg[2])
+            self._progress[w] = (msg.env, msg.activity)
 
     def _inside(self, w: int) -> Tuple[Optional[int], str]:
         """``(env, phrase)``: the env worker ``w`` was inside (None: none) and
@@ -368,11 +369,11 @@ class WorkerPool(EngineVecEnv):
         self._obs_rows = [_layout._bytes2d(b) for b in self._obs_bufs]  # (num_envs, row_bytes) u8
         deadline = time.monotonic() + start_timeout
         for w in range(num_workers):  # the workers are reading: no wake needed
-            self._post(w, (Msg.ATTACH, res.segment.handle, layout, []), deadline, wake=False)
+            self._post(w, msgs.Attach(res.segment.handle, layout, []), deadline, wake=False)
         for w in range(num_workers):
             msg = self._recv(w, deadline, "attaching the workers")
-            if msg[0] != Msg.ATTACHED:
-                raise WorkerError(f"worker {w} answered {msg[0]!r} while attaching")
+            if not isinstance(msg, msgs.Attached):
+                raise WorkerError(f"worker {w} answered {msg.kind!r} while attaching")
         res.segment.unlink()  # no name left once everyone is attached (macOS)
 
     # ------------------------------------------------------------ plumbing
@@ -423,7 +424,7 @@ class WorkerPool(EngineVecEnv):
         if deadline is None and self.timeout is not None:
             deadline = time.monotonic() + self.timeout
         post = functools.partial(self._ctrl.post_message, w) if wake else None
-        what = f"sending it a {msg[0]!r} message"
+        what = f"sending it a {msg.kind!r} message"
         try:
             return chan.request(msg, deadline, post)
         except ChannelTimeout:
@@ -595,17 +596,18 @@ class WorkerPool(EngineVecEnv):
             deadline = time.monotonic() + self._start_timeout
             try:
                 msg = self._recv_started(w, deadline, what)
-                if msg[0] == Msg.ERROR:
-                    raise self._worker_error(msg[1])
-                if self.check_spaces and (msg[1], msg[2]) != self._spaces:
+                if isinstance(msg, msgs.Error):
+                    raise self._worker_error(msg.report)
+                got = (msg.observation_space, msg.action_space)
+                if self.check_spaces and got != self._spaces:
                     raise SpaceError(
-                        f"worker {w} came back with spaces ({msg[1]}, {msg[2]}), expected "
+                        f"worker {w} came back with spaces ({got[0]}, {got[1]}), expected "
                         f"({self._spaces[0]}, {self._spaces[1]})"
                     )
-                self._post(w, (Msg.ATTACH, res.segment.handle, self._layout, held), deadline, False)
+                self._post(w, msgs.Attach(res.segment.handle, self._layout, held), deadline, False)
                 msg = self._recv(w, deadline, what)
-                if msg[0] == Msg.ERROR:
-                    raise self._worker_error(msg[1])
+                if isinstance(msg, msgs.Error):
+                    raise self._worker_error(msg.report)
             except WorkerDiedError:
                 # The new worker died while starting: one more restart if allowed.
                 if report and self.restart_count < self.max_restarts:
@@ -626,11 +628,11 @@ class WorkerPool(EngineVecEnv):
             kws = {i: self._pending_kwargs[i] for i in lost if i in self._pending_kwargs}
             if kws:
                 try:
-                    self._post(w, (Msg.RESET_KWARGS, kws))
+                    self._post(w, msgs.ResetKwargs(kws))
                 except WorkerDiedError:
                     pass
             self._ctrl.dispatch(np.asarray(lost, dtype=np.int64), int(Op.RESET))
-        self._restart_infos.update({i: self._take_pickled(i, inf) for i, inf in msg[2].items()})
+        self._restart_infos.update({i: self._take_pickled(i, inf) for i, inf in msg.infos.items()})
         if report:
             self._restarted.update(range(lo, hi))
 
@@ -739,7 +741,9 @@ class WorkerStartup(WorkerPool):
             spaces = None
             replies = self._await_started(deadline, start_timeout)
             for w in range(len(self._ranges)):
-                _, obs_space, act_space, metadata = replies[w]
+                reply = replies[w]
+                obs_space, act_space = reply.observation_space, reply.action_space
+                metadata = reply.metadata
                 if spaces is None:
                     spaces = (obs_space, act_space)
                     self.metadata = metadata[0] if metadata else {}
@@ -815,10 +819,10 @@ class WorkerStartup(WorkerPool):
                 # replaces an earlier one, and only the last matters.
                 msg = chan.replies.pop(0, None)
                 if msg is not None:
-                    if msg[0] == Msg.PROGRESS:
-                        self._progress[w] = (msg[1], msg[2])
-                    elif msg[0] == Msg.ERROR:
-                        errors.append(msg[1])
+                    if isinstance(msg, msgs.Progress):
+                        self._progress[w] = (msg.env, msg.activity)
+                    elif isinstance(msg, msgs.Error):
+                        errors.append(msg.report)
                         pending.discard(w)
                         errors_until = min(errors_until, time.monotonic() + _START_ERRORS_S)
                     else:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import traceback as _traceback
-from typing import Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 from vecenv import errors as _errors
 
@@ -50,24 +50,143 @@ class Status(enum.IntEnum):
 
 
 class Msg(enum.IntEnum):
-    """The kind of a message tuple on a worker's pipe (its first element)."""
+    """The kind of each message on a worker's pipe: the ``kind`` of its
+    dataclass below (the step's round message is a tuple, ``ROUND`` first)."""
 
     # Parent -> worker.
-    ATTACH = 1  # (ATTACH, handle, layout, reset_ids)
-    RESET_KWARGS = 2  # (RESET_KWARGS, {env: {"seed", "options"}})
-    ACTIONS = 3  # (ACTIONS, {env: action})
-    CALL = 4  # (CALL, what, name, args, kwargs, env_ids)
-    SYNC = 5  # (SYNC, token)
-    CLOSE = 6  # (CLOSE,)
+    ATTACH = 1  # Attach
+    RESET_KWARGS = 2  # ResetKwargs
+    ACTIONS = 3  # Actions
+    CALL = 4  # Call
+    SYNC = 5  # Sync
+    CLOSE = 6  # Close
     # Worker -> parent.
-    PROGRESS = 10  # (PROGRESS, env or None, activity) while starting
-    SPACES = 11  # (SPACES, obs_space, act_space, metadata)
-    ERROR = 12  # (ERROR, ErrorReport)
-    ATTACHED = 13  # (ATTACHED, pid, infos)
-    RESULT = 14  # (RESULT, [(tag, value), ...])
-    ROUND = 15  # (ROUND, {env: info}, {env: ErrorReport})
-    SYNCED = 16  # (SYNCED, token)
-    CLOSED = 17  # (CLOSED,)
+    PROGRESS = 10  # Progress, while starting
+    SPACES = 11  # Spaces
+    ERROR = 12  # Error
+    ATTACHED = 13  # Attached
+    RESULT = 14  # Result
+    ROUND = 15  # (ROUND, {env: info}, {env: ErrorReport}): a tuple, on the step path
+    SYNCED = 16  # Synced
+    CLOSED = 17  # Closed
+
+
+# ---------------------------------------------------------------- messages
+# One frozen dataclass per message kind (but the round's tuple). _channel
+# documents who sends each one and when; ``kind`` names it in messages.
+
+
+@dataclasses.dataclass(frozen=True)
+class Attach:
+    """Parent -> worker: map the shared block and reset ``reset_ids``."""
+
+    kind: ClassVar[Msg] = Msg.ATTACH
+    handle: str  # the segment's name or /proc path
+    layout: Any  # the _layout.Layout of the block
+    reset_ids: List[int]  # envs to reset now (a restarted worker's envs not in flight)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResetKwargs:
+    """Parent -> worker: ``{env: {"seed": ..., "options": ...}}`` for their next reset."""
+
+    kind: ClassVar[Msg] = Msg.RESET_KWARGS
+    kwargs: Dict[int, Dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Actions:
+    """Parent -> worker: ``{env: action}`` for their next step (off the shared rows)."""
+
+    kind: ClassVar[Msg] = Msg.ACTIONS
+    actions: Dict[int, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """Parent -> worker: run the call ``what`` of ``name`` on each of ``env_ids``."""
+
+    kind: ClassVar[Msg] = Msg.CALL
+    what: str  # one of _engine.CALL_KINDS
+    name: str
+    args: Tuple[Any, ...]
+    kwargs: Dict[str, Any]
+    env_ids: List[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sync:
+    """Parent -> worker: a barrier; the worker answers :class:`Synced`."""
+
+    kind: ClassVar[Msg] = Msg.SYNC
+    token: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Close:
+    """Parent -> worker: close the envs, answer :class:`Closed` and exit."""
+
+    kind: ClassVar[Msg] = Msg.CLOSE
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """Worker -> parent while starting: now doing ``activity`` for ``env``."""
+
+    kind: ClassVar[Msg] = Msg.PROGRESS
+    env: Optional[int]
+    activity: int  # a _worker.Activity code
+
+
+@dataclasses.dataclass(frozen=True)
+class Spaces:
+    """Worker -> parent: the envs are built; their spaces and env 0's metadata."""
+
+    kind: ClassVar[Msg] = Msg.SPACES
+    observation_space: Any
+    action_space: Any
+    metadata: List[Dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Error:
+    """Worker -> parent: starting failed (a factory, a space check, a reset)."""
+
+    kind: ClassVar[Msg] = Msg.ERROR
+    report: ErrorReport
+
+
+@dataclasses.dataclass(frozen=True)
+class Attached:
+    """Worker -> parent: attached; ``infos`` of the envs it reset."""
+
+    kind: ClassVar[Msg] = Msg.ATTACHED
+    pid: int
+    infos: Dict[int, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """Worker -> parent: a :class:`Call`'s ``("ok", value)`` or ``("error",
+    ErrorReport)`` per env, in the call's ``env_ids`` order."""
+
+    kind: ClassVar[Msg] = Msg.RESULT
+    values: List[Tuple[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Synced:
+    """Worker -> parent: the answer to :class:`Sync`."""
+
+    kind: ClassVar[Msg] = Msg.SYNCED
+    token: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Closed:
+    """Worker -> parent: the envs are closed; the worker exits."""
+
+    kind: ClassVar[Msg] = Msg.CLOSED
 
 
 class Autoreset(enum.Enum):

@@ -44,6 +44,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from vecenv import _core, _layout, _shm
+from vecenv import _protocol as msgs
 from vecenv._channel import WorkerChannel
 from vecenv._protocol import Autoreset, ErrorReport, Msg, Op, Status
 
@@ -310,20 +311,20 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
     # kills the process is then named by the parent.
     torch_before = "torch" in sys.modules
     reseed_globals(seed_sequence(None))
-    if not _send(conn, (Msg.PROGRESS, None, int(Activity.UNPICKLE))):
+    if not _send(conn, msgs.Progress(None, int(Activity.UNPICKLE))):
         return
     try:
         fns = pickle.loads(spec.env_fns)
     except BaseException as exc:
-        _send(conn, (Msg.ERROR, error_payload(exc, spec.lo, "unpickling the env factories")))
+        _send(conn, msgs.Error(error_payload(exc, spec.lo, "unpickling the env factories")))
         return
     for k, fn in enumerate(fns):
-        if not _send(conn, (Msg.PROGRESS, spec.lo + k, int(Activity.CREATE))):
+        if not _send(conn, msgs.Progress(spec.lo + k, int(Activity.CREATE))):
             return
         try:
             envs.append(to_gymnasium(fn()))
         except BaseException as exc:
-            _send(conn, (Msg.ERROR, error_payload(exc, spec.lo + k, "creating the env")))
+            _send(conn, msgs.Error(error_payload(exc, spec.lo + k, "creating the env")))
             return
     if not torch_before and "torch" in sys.modules:  # a factory imported torch
         reseed_globals(seed_sequence(None), torch_only=True)
@@ -336,16 +337,16 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
                 f"env {spec.lo + k} has spaces ({env.observation_space}, {env.action_space}), "
                 f"env {spec.lo} has ({obs_space}, {act_space}); all envs must share their spaces"
             )
-            _send(conn, (Msg.ERROR, error_payload(mismatch, spec.lo + k, "checking spaces")))
+            _send(conn, msgs.Error(error_payload(mismatch, spec.lo + k, "checking spaces")))
             return
-    if not _send(conn, (Msg.SPACES, obs_space, act_space, [_metadata(e) for e in envs[:1]])):
+    if not _send(conn, msgs.Spaces(obs_space, act_space, [_metadata(e) for e in envs[:1]])):
         return
 
     # 2. Attach to the shared block.
     msg = _recv(conn, parent)
-    if msg is None or msg[0] != Msg.ATTACH:
+    if not isinstance(msg, msgs.Attach):
         return
-    _, handle, layout, reset_ids = msg
+    handle, layout, reset_ids = msg.handle, msg.layout, msg.reset_ids
     block = _shm.attach(handle, layout.nbytes)
     loop = _Loop(spec, conn, parent, envs, block, layout)
     conn.bind(loop.ctrl, spec.index)  # blocked writes now wake a waiting parent
@@ -360,10 +361,10 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
             except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
-                _send(conn, (Msg.ERROR, error_payload(exc, i, "reset after a restart")))
+                _send(conn, msgs.Error(error_payload(exc, i, "reset after a restart")))
                 return
         loop.ctrl.leave(spec.index)
-        if not _send(conn, (Msg.ATTACHED, os.getpid(), infos)):
+        if not _send(conn, msgs.Attached(os.getpid(), infos)):
             return
         loop.run()
     finally:
@@ -635,7 +636,7 @@ class _Loop:
     # ------------------------------------------------------------- messages
     def handle_message(self, msg) -> bool:
         """Handle one parent message; False means exit."""
-        kind = msg[0]
+        kind = msg.kind
         if kind == Msg.CLOSE:
             for env in self.envs:
                 try:
@@ -643,18 +644,24 @@ class _Loop:
                 except Exception:
                     pass
             self.envs.clear()
-            _send(self.conn, (Msg.CLOSED,))
+            _send(self.conn, msgs.Closed())
             return False
         if kind == Msg.RESET_KWARGS:
-            self.reset_kwargs.update(msg[1])
+            self.reset_kwargs.update(msg.kwargs)
             return True
         if kind == Msg.ACTIONS:  # {env index: action} for their next step
-            self.pipe_actions.update(msg[1])
+            self.pipe_actions.update(msg.actions)
             return True
         if kind == Msg.SYNC:  # the parent drops every message sent before this reply
-            return _send(self.conn, (Msg.SYNCED, msg[1]))
+            return _send(self.conn, msgs.Synced(msg.token))
         if kind == Msg.CALL:
-            _, what, name, args, kwargs, env_ids = msg
+            what, name, args, kwargs, env_ids = (
+                msg.what,
+                msg.name,
+                msg.args,
+                msg.kwargs,
+                msg.env_ids,
+            )
             results = []
             for i in env_ids:
                 env = self.envs[i - self.spec.lo]
@@ -665,12 +672,12 @@ class _Loop:
                         raise
                     results.append(("error", error_payload(exc, i, f"{what}({name!r})")))
             try:
-                return _send(self.conn, (Msg.RESULT, results))
+                return _send(self.conn, msgs.Result(results))
             except Exception as exc:  # unpicklable result
                 err = error_payload(
                     exc, env_ids[0] if env_ids else None, f"sending {what}({name!r})"
                 )
-                return _send(self.conn, (Msg.RESULT, [("error", err)] * len(env_ids)))
+                return _send(self.conn, msgs.Result([("error", err)] * len(env_ids)))
         raise RuntimeError(f"unknown message {kind!r} from the parent")
 
     def _call(self, env, what, name, args, kwargs):

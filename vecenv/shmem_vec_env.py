@@ -349,9 +349,9 @@ class ShmemVecEnv(Collector):
         self._reset_restarts: Any = None  # set of workers restarted by this reset(), or None
         self._pending_kwargs: Dict[int, Dict[str, Any]] = {}  # this reset's seeds/options
         self._next_check = 0.0  # time.monotonic() of the next liveness check on the fast path
-        # Seconds for the next wait only, set by a caller that polls (the
-        # gymnasium façade's ``*_wait(timeout=...)``): when they run out, nothing
-        # is killed and the call stays pending. None: the ``timeout`` watchdog.
+        # Seconds for each wait inside limit_waits() (the gymnasium drop-in's
+        # ``*_wait(timeout=...)``): when they run out, nothing is killed and the
+        # call stays pending (PendingTimeoutError). None: the ``timeout`` watchdog.
         self._wait_timeout: Optional[float] = None
         self._ctrl: Any = None  # the _core.Control; None once closed
         self._ctx: Any = get_context(context)
