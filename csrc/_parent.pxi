@@ -16,11 +16,13 @@
 # saw its ready byte.
 
 from cpython.dict cimport PyDict_New
+from libc.math cimport INFINITY
 
 # Return codes of ParentStep.step/finish/recv/start (tuples are results).
 PARENT_NOT_EXACT = -1  # the actions are not an exact array: nothing was done
 PARENT_WAITING = 0  # dispatched (or in flight) but not all published within the slice
 PARENT_TOO_FEW = -2  # recv: fewer than k envs in flight: nothing was done
+PARENT_CHECK_DUE = 1  # a liveness check is due: dispatched (step) but not waited
 
 
 cdef class ParentStep:
@@ -237,22 +239,28 @@ cdef class ParentStep:
             info["TimeLimit.truncated"] = bool(tr[i] and not te[i])
         return 0
 
-    def step(self, actions, double spin_s, double first_s, list reset_infos=None):
+    def step(self, actions, double spin_s, double first_s, list reset_infos=None,
+             double next_check=INFINITY):
         """:meth:`start` then :meth:`finish` in one call.
 
-        Returns PARENT_NOT_EXACT (nothing done), PARENT_WAITING (dispatched,
-        not all published within ``first_s`` seconds: wait and collect in
-        Python) or the result tuple of :meth:`finish`."""
+        Returns PARENT_NOT_EXACT (nothing done), or what :meth:`finish`
+        returns (PARENT_WAITING and PARENT_CHECK_DUE: dispatched, to be
+        waited for and collected in Python)."""
         if not self.start(actions):
             return PARENT_NOT_EXACT
-        return self.finish(spin_s, first_s, reset_infos)
+        return self.finish(spin_s, first_s, reset_infos, next_check)
 
-    def finish(self, double spin_s, double first_s, list reset_infos=None):
+    def finish(self, double spin_s, double first_s, list reset_infos=None,
+               double next_check=INFINITY):
         """Lockstep: wait (spin up to ``spin_s`` s, at most ``first_s`` s in
         all) for every env, collect them and build the result.
 
         Returns
         -------
+        PARENT_CHECK_DUE
+            ``time.monotonic()`` (CLOCK_MONOTONIC) has reached
+            ``next_check``: the Python wait checks worker liveness first.
+            Nothing was waited for.
         PARENT_WAITING
             Not all published within ``first_s`` (or a worker waits for room
             on its pipe): nothing was collected.
@@ -269,6 +277,8 @@ cdef class ParentStep:
             (Collector._complete).
         """
         cdef Control c = self.ctrl
+        if ve_now() >= next_check:
+            return PARENT_CHECK_DUE
         if c.wait_ready(self.n, spin_s, first_s) < 0:
             return PARENT_WAITING
         flagged = c.collect_all()
@@ -297,7 +307,8 @@ cdef class ParentStep:
             obs = self.unflatten(self.obs_bufs)
         return obs, rew, dones, infos, flagged, ended
 
-    def recv(self, Py_ssize_t k, double spin_s, double first_s, list reset_infos=None):
+    def recv(self, Py_ssize_t k, double spin_s, double first_s, list reset_infos=None,
+             double next_check=INFINITY):
         """Partial batches: wait for ``k`` envs, collect the oldest ``k``
         (FIFO, as Control.collect) and build the batch.
 
@@ -305,6 +316,8 @@ cdef class ParentStep:
         -------
         PARENT_TOO_FEW
             Fewer than ``k`` envs are in flight (nothing done).
+        PARENT_CHECK_DUE
+            A liveness check is due (see :meth:`finish`): nothing done.
         PARENT_WAITING
             Not ``k`` published within ``first_s``: nothing collected.
         (obs, rewards, dones, infos, env_ids, flagged, ended, in_flight) : tuple
@@ -323,6 +336,8 @@ cdef class ParentStep:
                 pending += c.inflight[i]
         if pending < k:
             return PARENT_TOO_FEW
+        if ve_now() >= next_check:
+            return PARENT_CHECK_DUE
         if c.wait_ready(k, spin_s, first_s) < 0:
             return PARENT_WAITING
         flagged = c.collect(k, self.ids_out)

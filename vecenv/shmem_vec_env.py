@@ -33,7 +33,6 @@ current cmd_seq and msg_seq.
 
 from __future__ import annotations
 
-import time
 import weakref
 from multiprocessing import get_context
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -60,6 +59,9 @@ from vecenv.errors import (
 )
 
 _OP_STEP, _OP_RESET = int(Op.STEP), int(Op.RESET)  # plain ints for the step path
+# The states the step path sets, as globals (an Enum attribute costs about 0.1 us).
+_IDLE, _NEEDS_RESET = State.IDLE, State.NEEDS_RESET
+_STEP_PENDING, _RUNNING = State.STEP_PENDING, State.RUNNING
 
 
 def autoreset_mode_name(mode: Any, allowed: Sequence[str] = AUTORESET_MODES) -> str:
@@ -542,27 +544,17 @@ class ShmemVecEnv(Collector):
         if (
             fast is not None
             and fast.exact_actions
-            and self._state is State.IDLE
+            and self._state is _IDLE
             and self.batch_size == self.num_envs
             and not self.check_actions
         ):
-            self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
             if fast.start(actions):
-                self._state = State.STEP_PENDING
+                self._state = _STEP_PENDING
                 return
-            self._state = State.IDLE  # not an exact array: nothing was sent
+            self._state = _IDLE  # not an exact array: nothing was sent
         self._step_start(actions)
         self._state = State.STEP_PENDING
-
-    def _fast_wait_ok(self) -> bool:
-        """Whether the compiled path may wait for this batch: no caller's
-        single-wait timeout, no restart to report, and no liveness check due
-        (the Python wait makes it every _SLICE_S seconds)."""
-        return (
-            self._wait_timeout is None
-            and not self._restarted
-            and time.monotonic() < self._next_check
-        )
 
     def _step_start(self, actions) -> None:
         self._check_step_async()
@@ -575,34 +567,38 @@ class ShmemVecEnv(Collector):
         STEP_PENDING: a Ctrl-C anywhere in it leaves NEEDS_RESET, from which
         :meth:`reset` recovers (see step_wait for what it returns and raises)."""
         fast = self._fast
+        # The compiled path, unless a caller's single-wait timeout or a restart
+        # to report needs the Python one (which also checks worker liveness
+        # every _SLICE_S: the compiled call leaves that wait to it).
         if (
             fast is not None
-            and self._state is State.IDLE
+            and self._state is _IDLE
             and self.batch_size == self.num_envs
-            and self._fast_wait_ok()
+            and self._wait_timeout is None
+            and not self._restarted
         ):
             if self.check_actions or not fast.exact_actions:
                 self._put_actions(actions)  # idle: an error here sent nothing
                 actions = None
-            self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-            r = fast.step(actions, self.spin, _SLICE_S, self.reset_infos)
+            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            r = fast.step(actions, self.spin, _SLICE_S, self.reset_infos, self._next_check)
             if r is _core.PARENT_NOT_EXACT:
-                self._state = State.IDLE
+                self._state = _IDLE
                 self._put_actions(actions)
-                self._state = State.NEEDS_RESET
-                r = fast.step(None, self.spin, _SLICE_S, self.reset_infos)
+                self._state = _NEEDS_RESET
+                r = fast.step(None, self.spin, _SLICE_S, self.reset_infos, self._next_check)
             return self._step_result(r)
         self._step_start(actions)
         return self._step_finish()
 
     def _step_result(self, r):
         """The step's result from the compiled path's ``r`` (see ParentStep.finish)."""
-        if type(r) is not tuple:  # not all envs within the first slice: wait on here
-            return self._step_finish(_SLICE_S)
+        if type(r) is not tuple:  # the Python wait takes over (after a first slice)
+            return self._step_finish(_SLICE_S if r == _core.PARENT_WAITING else 0.0)
         obs, rew, dones, infos, flagged, ended = r
         if flagged or ended:  # the per-env Python part (see ParentStep.finish)
             self._complete(None, infos, flagged)
-        self._state = State.IDLE
+        self._state = _IDLE
         return obs, rew, dones, infos
 
     def step_wait(self):
@@ -631,14 +627,15 @@ class ShmemVecEnv(Collector):
 
         After any exception (Ctrl-C included) the vec env needs a reset().
         """
-        if self._state is not State.STEP_PENDING:
+        if self._state is not _STEP_PENDING:
             self._guard("step_wait", State.STEP_PENDING)
         # Until this step completes: any exception (Ctrl-C too) leaves a vec
         # env whose reset() drains the envs in flight.
-        self._state = State.NEEDS_RESET
+        self._state = _NEEDS_RESET
         fast = self._fast
-        if fast is not None and self._fast_wait_ok():
-            return self._step_result(fast.finish(self.spin, _SLICE_S, self.reset_infos))
+        if fast is not None and self._wait_timeout is None and not self._restarted:  # see step
+            r = fast.finish(self.spin, _SLICE_S, self.reset_infos, self._next_check)
+            return self._step_result(r)
         return self._step_finish()
 
     def _step_finish(self, waited: float = 0.0):
@@ -679,9 +676,9 @@ class ShmemVecEnv(Collector):
         fast = self._fast
         if fast is not None and fast.exact_actions and not self.check_actions:
             prev = self._state
-            self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
             if fast.send(actions, env_ids):
-                self._state = State.RUNNING
+                self._state = _RUNNING
                 return
             self._state = prev  # not the plain case: nothing was sent
         ids = check_env_ids(env_ids, self.num_envs)
@@ -721,15 +718,15 @@ class ShmemVecEnv(Collector):
         k = self.batch_size
         fast = self._fast
         waited = 0.0
-        if fast is not None and self._fast_wait_ok():
+        if fast is not None and self._wait_timeout is None and not self._restarted:  # see step
             prev = self._state
-            self._state = State.NEEDS_RESET  # until this batch is collected (see step_wait)
-            r = fast.recv(k, self.spin, _SLICE_S, self.reset_infos)
+            self._state = _NEEDS_RESET  # until this batch is collected (see step_wait)
+            r = fast.recv(k, self.spin, _SLICE_S, self.reset_infos, self._next_check)
             if type(r) is tuple:
                 obs, rew, dones, infos, ids, flagged, ended, left = r
                 if flagged or ended:
                     self._complete(ids, infos, flagged)
-                self._state = State.RUNNING if left else State.IDLE
+                self._state = _RUNNING if left else _IDLE
                 return obs, rew, dones, infos, ids
             self._state = prev
             if r == _core.PARENT_WAITING:
