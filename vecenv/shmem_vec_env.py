@@ -698,10 +698,13 @@ class ShmemVecEnv(Collector):
         Returns
         -------
         observations : array, tuple or dict of arrays, each (batch_size, *shape)
-            Rows for ``env_ids``: arrays the caller owns; with ``copy=False`` a
-            buffer reused by the next recv or, when the envs are consecutive,
-            zero-copy views of their shared rows (valid until they are sent
-            again).
+            Rows for ``env_ids``: arrays the caller owns (one block copy when
+            the envs are consecutive, as the whole envs of a worker are); with
+            ``copy=False`` zero-copy views of their shared rows when the envs
+            are consecutive (valid until they are sent again), else a buffer
+            reused by the next recv. Batches of whole workers (batch_size a
+            multiple of envs_per_worker) are consecutive: each worker
+            publishes all its envs at once, and the oldest come first.
         rewards : float64 array, (batch_size,)
         dones : bool array, (batch_size,)
         infos : list of batch_size dicts
