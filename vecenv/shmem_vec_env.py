@@ -702,9 +702,9 @@ class ShmemVecEnv(Collector):
             the envs are consecutive, as the whole envs of a worker are); with
             ``copy=False`` zero-copy views of their shared rows when the envs
             are consecutive (valid until they are sent again), else a buffer
-            reused by the next recv. Batches of whole workers (batch_size a
-            multiple of envs_per_worker) are consecutive: each worker
-            publishes all its envs at once, and the oldest come first.
+            reused by the next recv. With batch_size == envs_per_worker each
+            batch is one worker's envs, consecutive (a worker publishes the
+            envs it was sent together, and the oldest come first).
         rewards : float64 array, (batch_size,)
         dones : bool array, (batch_size,)
         infos : list of batch_size dicts
