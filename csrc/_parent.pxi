@@ -56,6 +56,10 @@ cdef class ParentStep:
     copy : bool
         True: observations are fresh arrays; False: views into shared memory
         (:meth:`recv`: views of consecutive rows, else ``gather_out``).
+    cores : int
+        Usable CPU cores. :meth:`recv` spins only while fewer workers than
+        this are busy (0: always): a spinning parent would take a core from
+        a worker that is stepping its envs.
 
     Raises
     ------
@@ -82,12 +86,16 @@ cdef class ParentStep:
     cdef cnp.ndarray trunc
     cdef cnp.ndarray ids_out
     cdef uint8_t* mark  # scratch: one byte per env (send's duplicate check)
+    cdef uint8_t* wmark  # scratch: one byte per worker (recv's busy count)
+    cdef Py_ssize_t cores
     cdef readonly bint exact_actions
 
     def __cinit__(self, Control ctrl, act_buf, list obs_bufs, list gather_out,
                   cnp.ndarray rew, cnp.ndarray term, cnp.ndarray trunc,
-                  cnp.ndarray ids_out, final_bufs, unflatten, bint copy):
+                  cnp.ndarray ids_out, final_bufs, unflatten, bint copy, Py_ssize_t cores=0):
         self.mark = NULL
+        self.wmark = NULL
+        self.cores = cores
         n = ctrl.num_envs
         self.ctrl = ctrl
         self.n = n
@@ -128,13 +136,32 @@ cdef class ParentStep:
             self.act_ptr = <char*>cnp.PyArray_DATA(<cnp.ndarray>b)
             self.act_row_bytes = <size_t>(b.nbytes // n)
         self.mark = <uint8_t*>malloc(<size_t>n)
-        if self.mark == NULL:
+        self.wmark = <uint8_t*>malloc(<size_t>ctrl.num_workers)
+        if self.mark == NULL or self.wmark == NULL:
             raise MemoryError()
         memset(self.mark, 0, <size_t>n)
+        memset(self.wmark, 0, <size_t>ctrl.num_workers)
 
     def __dealloc__(self):
         free(self.mark)
+        free(self.wmark)
         self.mark = NULL
+        self.wmark = NULL
+
+    cdef Py_ssize_t _busy_workers(self) noexcept:
+        """Workers with an env dispatched and not yet published (stepping)."""
+        cdef Control c = self.ctrl
+        cdef Py_ssize_t i, w, busy = 0
+        if c.inflight == NULL:
+            return 0
+        for i in range(self.n):
+            if c.inflight[i] and not c.ready[i]:
+                w = c.env_worker[i]
+                if not self.wmark[w]:
+                    self.wmark[w] = 1
+                    busy += 1
+        memset(self.wmark, 0, <size_t>c.num_workers)
+        return busy
 
     # ------------------------------------------------------------ actions
     cdef const char* _exact(self, object actions, Py_ssize_t rows) except? NULL:
@@ -279,6 +306,8 @@ cdef class ParentStep:
         cdef Control c = self.ctrl
         if ve_now() >= next_check:
             return PARENT_CHECK_DUE
+        if self.cores and self._busy_workers() >= self.cores:
+            spin_s = 0.0  # the workers need every core: sleep until they publish
         if c.wait_ready(self.n, spin_s, first_s) < 0:
             return PARENT_WAITING
         flagged = c.collect_all()
@@ -338,6 +367,8 @@ cdef class ParentStep:
             return PARENT_TOO_FEW
         if ve_now() >= next_check:
             return PARENT_CHECK_DUE
+        if self.cores and self._busy_workers() >= self.cores:
+            spin_s = 0.0  # the workers need every core: sleep until they publish
         if c.wait_ready(k, spin_s, first_s) < 0:
             return PARENT_WAITING
         flagged = c.collect(k, self.ids_out)

@@ -21,7 +21,7 @@ from gymnasium import spaces
 from vecenv import _core, _layout
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout
 from vecenv._engine import State
-from vecenv._pool import _NONE, _SLICE_S, WorkerStartup
+from vecenv._pool import _NONE, _SLICE_S, WorkerStartup, _usable_cpus
 from vecenv._protocol import Msg
 from vecenv._worker import (
     RESET_INFO_KEY,
@@ -309,6 +309,7 @@ class Collector(WorkerStartup):
             self._final_bufs if self._sb3_final else None,
             None if self._single_obs else self._unflatten_obs,
             self.copy,
+            _usable_cpus(),
         )
 
     def _split_reset_info(self, i: int, info: Dict[str, Any]) -> Dict[str, Any]:

@@ -173,6 +173,7 @@ class ParentStep:
         final_bufs: list[npt.NDArray[np.generic]] | None,
         unflatten: Callable[[list[npt.NDArray[np.generic]]], object] | None,
         copy: bool,
+        cores: int = 0,
     ) -> None: ...
     def start(self, actions: object) -> bool:
         """Lockstep: write ``actions`` (None: already written) and dispatch."""
