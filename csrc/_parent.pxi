@@ -16,11 +16,13 @@
 # saw its ready byte.
 
 from cpython.dict cimport PyDict_New
+from libc.math cimport INFINITY
 
 # Return codes of ParentStep.step/finish/recv/start (tuples are results).
 PARENT_NOT_EXACT = -1  # the actions are not an exact array: nothing was done
 PARENT_WAITING = 0  # dispatched (or in flight) but not all published within the slice
 PARENT_TOO_FEW = -2  # recv: fewer than k envs in flight: nothing was done
+PARENT_CHECK_DUE = 1  # a liveness check is due: dispatched (step) but not waited
 
 
 cdef class ParentStep:
@@ -54,6 +56,10 @@ cdef class ParentStep:
     copy : bool
         True: observations are fresh arrays; False: views into shared memory
         (:meth:`recv`: views of consecutive rows, else ``gather_out``).
+    cores : int
+        Usable CPU cores. :meth:`recv` spins only while fewer workers than
+        this are busy (0: always): a spinning parent would take a core from
+        a worker that is stepping its envs.
 
     Raises
     ------
@@ -80,12 +86,16 @@ cdef class ParentStep:
     cdef cnp.ndarray trunc
     cdef cnp.ndarray ids_out
     cdef uint8_t* mark  # scratch: one byte per env (send's duplicate check)
+    cdef uint8_t* wmark  # scratch: one byte per worker (recv's busy count)
+    cdef Py_ssize_t cores
     cdef readonly bint exact_actions
 
     def __cinit__(self, Control ctrl, act_buf, list obs_bufs, list gather_out,
                   cnp.ndarray rew, cnp.ndarray term, cnp.ndarray trunc,
-                  cnp.ndarray ids_out, final_bufs, unflatten, bint copy):
+                  cnp.ndarray ids_out, final_bufs, unflatten, bint copy, Py_ssize_t cores=0):
         self.mark = NULL
+        self.wmark = NULL
+        self.cores = cores
         n = ctrl.num_envs
         self.ctrl = ctrl
         self.n = n
@@ -126,13 +136,32 @@ cdef class ParentStep:
             self.act_ptr = <char*>cnp.PyArray_DATA(<cnp.ndarray>b)
             self.act_row_bytes = <size_t>(b.nbytes // n)
         self.mark = <uint8_t*>malloc(<size_t>n)
-        if self.mark == NULL:
+        self.wmark = <uint8_t*>malloc(<size_t>ctrl.num_workers)
+        if self.mark == NULL or self.wmark == NULL:
             raise MemoryError()
         memset(self.mark, 0, <size_t>n)
+        memset(self.wmark, 0, <size_t>ctrl.num_workers)
 
     def __dealloc__(self):
         free(self.mark)
+        free(self.wmark)
         self.mark = NULL
+        self.wmark = NULL
+
+    cdef Py_ssize_t _busy_workers(self) noexcept:
+        """Workers with an env dispatched and not yet published (stepping)."""
+        cdef Control c = self.ctrl
+        cdef Py_ssize_t i, w, busy = 0
+        if c.inflight == NULL:
+            return 0
+        for i in range(self.n):
+            if c.inflight[i] and not c.ready[i]:
+                w = c.env_worker[i]
+                if not self.wmark[w]:
+                    self.wmark[w] = 1
+                    busy += 1
+        memset(self.wmark, 0, <size_t>c.num_workers)
+        return busy
 
     # ------------------------------------------------------------ actions
     cdef const char* _exact(self, object actions, Py_ssize_t rows) except? NULL:
@@ -237,22 +266,28 @@ cdef class ParentStep:
             info["TimeLimit.truncated"] = bool(tr[i] and not te[i])
         return 0
 
-    def step(self, actions, double spin_s, double first_s, list reset_infos=None):
+    def step(self, actions, double spin_s, double first_s, list reset_infos=None,
+             double next_check=INFINITY):
         """:meth:`start` then :meth:`finish` in one call.
 
-        Returns PARENT_NOT_EXACT (nothing done), PARENT_WAITING (dispatched,
-        not all published within ``first_s`` seconds: wait and collect in
-        Python) or the result tuple of :meth:`finish`."""
+        Returns PARENT_NOT_EXACT (nothing done), or what :meth:`finish`
+        returns (PARENT_WAITING and PARENT_CHECK_DUE: dispatched, to be
+        waited for and collected in Python)."""
         if not self.start(actions):
             return PARENT_NOT_EXACT
-        return self.finish(spin_s, first_s, reset_infos)
+        return self.finish(spin_s, first_s, reset_infos, next_check)
 
-    def finish(self, double spin_s, double first_s, list reset_infos=None):
+    def finish(self, double spin_s, double first_s, list reset_infos=None,
+               double next_check=INFINITY):
         """Lockstep: wait (spin up to ``spin_s`` s, at most ``first_s`` s in
         all) for every env, collect them and build the result.
 
         Returns
         -------
+        PARENT_CHECK_DUE
+            ``time.monotonic()`` (CLOCK_MONOTONIC) has reached
+            ``next_check``: the Python wait checks worker liveness first.
+            Nothing was waited for.
         PARENT_WAITING
             Not all published within ``first_s`` (or a worker waits for room
             on its pipe): nothing was collected.
@@ -269,6 +304,10 @@ cdef class ParentStep:
             (Collector._complete).
         """
         cdef Control c = self.ctrl
+        if ve_now() >= next_check:
+            return PARENT_CHECK_DUE
+        if self.cores and self._busy_workers() >= self.cores:
+            spin_s = 0.0  # the workers need every core: sleep until they publish
         if c.wait_ready(self.n, spin_s, first_s) < 0:
             return PARENT_WAITING
         flagged = c.collect_all()
@@ -297,7 +336,8 @@ cdef class ParentStep:
             obs = self.unflatten(self.obs_bufs)
         return obs, rew, dones, infos, flagged, ended
 
-    def recv(self, Py_ssize_t k, double spin_s, double first_s, list reset_infos=None):
+    def recv(self, Py_ssize_t k, double spin_s, double first_s, list reset_infos=None,
+             double next_check=INFINITY):
         """Partial batches: wait for ``k`` envs, collect the oldest ``k``
         (FIFO, as Control.collect) and build the batch.
 
@@ -305,6 +345,8 @@ cdef class ParentStep:
         -------
         PARENT_TOO_FEW
             Fewer than ``k`` envs are in flight (nothing done).
+        PARENT_CHECK_DUE
+            A liveness check is due (see :meth:`finish`): nothing done.
         PARENT_WAITING
             Not ``k`` published within ``first_s``: nothing collected.
         (obs, rewards, dones, infos, env_ids, flagged, ended, in_flight) : tuple
@@ -323,6 +365,10 @@ cdef class ParentStep:
                 pending += c.inflight[i]
         if pending < k:
             return PARENT_TOO_FEW
+        if ve_now() >= next_check:
+            return PARENT_CHECK_DUE
+        if self.cores and self._busy_workers() >= self.cores:
+            spin_s = 0.0  # the workers need every core: sleep until they publish
         if c.wait_ready(k, spin_s, first_s) < 0:
             return PARENT_WAITING
         flagged = c.collect(k, self.ids_out)

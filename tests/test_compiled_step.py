@@ -29,12 +29,15 @@ class ScriptEnv(gym.Env):
     truncation (even ids); every third step of an even env has an info, and
     so has the reset of every fourth env;
     ``fail_at`` / ``exit_at``: raise / exit the worker at that step;
-    ``sleep_s``: the step ``sleep_at`` (0: each step) sleeps."""
+    ``sleep_s``: the step ``sleep_at`` (0: each step) sleeps; ``quiet``: no
+    infos at all (episode ends then need no message)."""
 
     action_space = spaces.Discrete(5)
 
-    def __init__(self, env_id, kind="box", fail_at=0, exit_at=0, sleep_s=0.0, sleep_at=0):
-        self.env_id, self.kind = env_id, kind
+    def __init__(
+        self, env_id, kind="box", fail_at=0, exit_at=0, sleep_s=0.0, sleep_at=0, quiet=False
+    ):
+        self.env_id, self.kind, self.quiet = env_id, kind, quiet
         self.fail_at, self.exit_at = fail_at, exit_at
         self.sleep_s, self.sleep_at = sleep_s, sleep_at
         self.length = 3 + env_id % 3
@@ -60,7 +63,8 @@ class ScriptEnv(gym.Env):
 
     def reset(self, *, seed=None, options=None):
         self.t = 0
-        return self._obs(-1), ({"reset_of": self.env_id} if self.env_id % 4 == 0 else {})
+        loud = self.env_id % 4 == 0 and not self.quiet
+        return self._obs(-1), ({"reset_of": self.env_id} if loud else {})
 
     def step(self, action):
         self.t += 1
@@ -72,7 +76,8 @@ class ScriptEnv(gym.Env):
         if self.exit_at and self.steps == self.exit_at:
             os._exit(3)
         end = self.t >= self.length
-        info = {"t": self.t} if self.env_id % 2 == 0 and self.t % 3 == 0 else {}
+        loud = self.env_id % 2 == 0 and self.t % 3 == 0 and not self.quiet
+        info = {"t": self.t} if loud else {}
         term, trunc = (end, False) if self.env_id % 2 else (False, end)
         return self._obs(int(action)), float(self.env_id + 0.25 * int(action)), term, trunc, info
 
@@ -146,6 +151,24 @@ def test_lockstep_matches_the_python_path(monkeypatch, mode, kind):
     assert runs["compiled", True] == runs["python", True]
     assert runs["compiled", False] == runs["python", False]
     assert runs["compiled", True] == runs["compiled", False]
+
+
+@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("copy", [True, False])
+def test_sb3_episode_ends_without_messages_match(monkeypatch, kind, copy):
+    """No env has an info: the compiled call itself adds the terminal observations."""
+    runs = {}
+    for path in ("compiled", "python"):
+        fns = _fns(5, kind=kind, quiet=True)
+        with _make(monkeypatch, path, fns, num_workers=2, copy=copy) as venv:
+            runs[path] = _lockstep_run(venv, 12, "step")
+        with _make(monkeypatch, path, fns, num_workers=5, batch_size=2, copy=copy) as venv:
+            runs[path, "partial"] = _partial_run(venv, 8)
+    assert runs["compiled"] == runs["python"]
+    ends = [i for step in runs["compiled"][2::3] for i in step[3] if "terminal_observation" in i]
+    assert len(ends) >= 10 and {i["TimeLimit.truncated"] for i in ends} == {True, False}
+    for e in range(5):
+        assert runs["compiled", "partial"][e][:8] == runs["python", "partial"][e][:8]
 
 
 @pytest.mark.parametrize("api", ["async", "list"])
@@ -237,6 +260,7 @@ def test_partial_batches_match_the_python_path(monkeypatch, mode, kind, layout, 
 def test_whole_worker_blocks_are_one_contiguous_block(monkeypatch, copy):
     with _make(monkeypatch, "compiled", _fns(8), num_workers=2, batch_size=4, copy=copy) as venv:
         venv.reset()
+        seq0 = [venv._ctrl.command_seq(w) for w in range(2)]
         for t in range(20):
             obs, rew, dones, infos, ids = venv.recv()
             assert ids.tolist() in ([0, 1, 2, 3], [4, 5, 6, 7])  # one worker's envs, in order
@@ -248,6 +272,8 @@ def test_whole_worker_blocks_are_one_contiguous_block(monkeypatch, copy):
                 assert np.shares_memory(obs, base[ids[0] : ids[-1] + 1])
                 assert obs.__array_interface__["data"][0] == base[ids[0]].ctypes.data
             venv.send(_actions(8, t)[ids], ids)
+        # One wake per batch: each send reached exactly one worker.
+        assert sum(venv._ctrl.command_seq(w) - seq0[w] for w in range(2)) == 20
 
 
 def test_views_of_a_block_stay_valid_until_its_envs_are_sent(monkeypatch):
@@ -340,7 +366,7 @@ def test_timeout_is_kept_by_the_compiled_wait(monkeypatch):
         t0 = time.monotonic()
         with pytest.raises(VecEnvTimeoutError) as info:
             venv.step(_actions(2, 1))
-        assert 0.35 < time.monotonic() - t0 < 2.0
+        assert 0.35 < time.monotonic() - t0 < 5.0  # the 0.4 s deadline, not the 3 s step
         assert list(info.value.env_indices) == [1]
         venv.reset()  # starts the killed worker again
         obs, *_ = venv.step(_actions(2, 0))

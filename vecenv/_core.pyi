@@ -173,6 +173,7 @@ class WorkerRound:
 PARENT_NOT_EXACT: int  # the actions are not an exact array: nothing was done
 PARENT_WAITING: int  # not all published within the first slice: nothing collected
 PARENT_TOO_FEW: int  # recv: fewer than k envs in flight: nothing was done
+PARENT_CHECK_DUE: int  # a liveness check is due: dispatched (step) but not waited
 
 class ParentStep:
     """Parent side: write actions, dispatch, wait one slice, collect and build
@@ -197,6 +198,7 @@ class ParentStep:
         final_bufs: list[npt.NDArray[np.generic]] | None,
         unflatten: Callable[[list[npt.NDArray[np.generic]]], object] | None,
         copy: bool,
+        cores: int = 0,
     ) -> None: ...
     def start(self, actions: object) -> bool:
         """Lockstep: write ``actions`` (None: already written) and dispatch."""
@@ -208,6 +210,7 @@ class ParentStep:
         spin_s: float,
         first_s: float,
         reset_infos: list[dict[str, Any]] | None = None,
+        next_check: float = ...,
     ) -> (
         int
         | tuple[
@@ -216,16 +219,25 @@ class ParentStep:
     ):
         """:meth:`start` then :meth:`finish`; PARENT_NOT_EXACT when nothing was done."""
     def finish(
-        self, spin_s: float, first_s: float, reset_infos: list[dict[str, Any]] | None = None
+        self,
+        spin_s: float,
+        first_s: float,
+        reset_infos: list[dict[str, Any]] | None = None,
+        next_check: float = ...,
     ) -> (
         int
         | tuple[
             object, npt.NDArray[np.float64], npt.NDArray[np.bool_], list[dict[str, Any]], int, int
         ]
     ):
-        """PARENT_WAITING, or ``(obs, rewards, dones, infos, flagged, ended)``."""
+        """PARENT_CHECK_DUE, PARENT_WAITING, or ``(obs, rewards, dones, infos, flagged, ended)``."""
     def recv(
-        self, k: int, spin_s: float, first_s: float, reset_infos: list[dict[str, Any]] | None = None
+        self,
+        k: int,
+        spin_s: float,
+        first_s: float,
+        reset_infos: list[dict[str, Any]] | None = None,
+        next_check: float = ...,
     ) -> (
         int
         | tuple[
@@ -239,5 +251,5 @@ class ParentStep:
             int,
         ]
     ):
-        """PARENT_TOO_FEW, PARENT_WAITING, or ``(obs, rewards, dones, infos,
+        """PARENT_TOO_FEW, PARENT_CHECK_DUE, PARENT_WAITING, or ``(obs, rewards, dones, infos,
         env_ids, flagged, ended, in_flight)``."""

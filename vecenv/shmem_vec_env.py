@@ -38,7 +38,6 @@ the worker's loop itself, behind stand-ins for its pipe, Control and process
 from __future__ import annotations
 
 import dataclasses
-import time
 import weakref
 from multiprocessing import get_context
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -72,6 +71,9 @@ from vecenv.errors import (
 )
 
 _OP_STEP, _OP_RESET = int(Op.STEP), int(Op.RESET)  # plain ints for the step path
+# The states the step path sets, as globals (an Enum attribute costs about 0.1 us).
+_IDLE, _NEEDS_RESET = State.IDLE, State.NEEDS_RESET
+_STEP_PENDING, _RUNNING = State.STEP_PENDING, State.RUNNING
 
 
 class ShmemVecEnv(Collector):
@@ -152,7 +154,10 @@ class ShmemVecEnv(Collector):
         (tens of microseconds in a VM). Default: 200e-6 while num_workers is at
         most twice the usable cores, else 0 (measured on 2 cores: noop 8 envs
         on 2 workers 183k -> 446k env-steps/s, CartPole 16 envs 109k -> 153k,
-        Pong unchanged; 16 workers on Pong lost 11%).
+        Pong unchanged; 16 workers on Pong lost 11%). The parent does not poll
+        while at least as many workers as usable cores are stepping: it would
+        take a core from one of them (CartPole 16 envs, 2 workers, batch 8:
+        about 1.6x env-steps/s on 2 cores).
     autoreset_mode : {"sb3", "next_step", "same_step", "disabled"}
         What happens when an episode ends. "sb3" (default, as baselines and
         SB3): the env is reset in the same step, the returned observation is
@@ -533,27 +538,17 @@ class ShmemVecEnv(Collector):
         if (
             fast is not None
             and fast.exact_actions
-            and self._state is State.IDLE
+            and self._state is _IDLE
             and self.batch_size == self.num_envs
             and not self.check_actions
         ):
-            self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
             if fast.start(actions):
-                self._state = State.STEP_PENDING
+                self._state = _STEP_PENDING
                 return
-            self._state = State.IDLE  # not an exact array: nothing was sent
+            self._state = _IDLE  # not an exact array: nothing was sent
         self._step_start(actions)
         self._state = State.STEP_PENDING
-
-    def _fast_wait_ok(self) -> bool:
-        """Whether the compiled path may wait for this batch: no caller's
-        single-wait timeout, no restart to report, and no liveness check due
-        (the Python wait makes it every _SLICE_S seconds)."""
-        return (
-            self._wait_timeout is None
-            and not self._restarted
-            and time.monotonic() < self._next_check
-        )
 
     def _step_start(self, actions) -> None:
         self._check_step_async()
@@ -566,34 +561,38 @@ class ShmemVecEnv(Collector):
         STEP_PENDING: a Ctrl-C anywhere in it leaves NEEDS_RESET, from which
         :meth:`reset` recovers (see step_wait for what it returns and raises)."""
         fast = self._fast
+        # The compiled path, unless a caller's single-wait timeout or a restart
+        # to report needs the Python one (which also checks worker liveness
+        # every _SLICE_S: the compiled call leaves that wait to it).
         if (
             fast is not None
-            and self._state is State.IDLE
+            and self._state is _IDLE
             and self.batch_size == self.num_envs
-            and self._fast_wait_ok()
+            and self._wait_timeout is None
+            and not self._restarted
         ):
             if self.check_actions or not fast.exact_actions:
                 self._put_actions(actions)  # idle: an error here sent nothing
                 actions = None
-            self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-            r = fast.step(actions, self.spin, _SLICE_S, self.reset_infos)
-            if r is _core.PARENT_NOT_EXACT:
-                self._state = State.IDLE
+            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            r = fast.step(actions, self.spin, _SLICE_S, self.reset_infos, self._next_check)
+            if r == _core.PARENT_NOT_EXACT:
+                self._state = _IDLE
                 self._put_actions(actions)
-                self._state = State.NEEDS_RESET
-                r = fast.step(None, self.spin, _SLICE_S, self.reset_infos)
+                self._state = _NEEDS_RESET
+                r = fast.step(None, self.spin, _SLICE_S, self.reset_infos, self._next_check)
             return self._step_result(r)
         self._step_start(actions)
         return self._step_finish()
 
     def _step_result(self, r):
         """The step's result from the compiled path's ``r`` (see ParentStep.finish)."""
-        if type(r) is not tuple:  # not all envs within the first slice: wait on here
-            return self._step_finish(_SLICE_S)
+        if type(r) is not tuple:  # the Python wait takes over (after a first slice)
+            return self._step_finish(_SLICE_S if r == _core.PARENT_WAITING else 0.0)
         obs, rew, dones, infos, flagged, ended = r
         if flagged or ended:  # the per-env Python part (see ParentStep.finish)
             self._complete(None, infos, flagged)
-        self._state = State.IDLE
+        self._state = _IDLE
         return obs, rew, dones, infos
 
     def step_wait(self):
@@ -622,14 +621,15 @@ class ShmemVecEnv(Collector):
 
         After any exception (Ctrl-C included) the vec env needs a reset().
         """
-        if self._state is not State.STEP_PENDING:
+        if self._state is not _STEP_PENDING:
             self._guard("step_wait", State.STEP_PENDING)
         # Until this step completes: any exception (Ctrl-C too) leaves a vec
         # env whose reset() drains the envs in flight.
-        self._state = State.NEEDS_RESET
+        self._state = _NEEDS_RESET
         fast = self._fast
-        if fast is not None and self._fast_wait_ok():
-            return self._step_result(fast.finish(self.spin, _SLICE_S, self.reset_infos))
+        if fast is not None and self._wait_timeout is None and not self._restarted:  # see step
+            r = fast.finish(self.spin, _SLICE_S, self.reset_infos, self._next_check)
+            return self._step_result(r)
         return self._step_finish()
 
     def _step_finish(self, waited: float = 0.0):
@@ -670,9 +670,9 @@ class ShmemVecEnv(Collector):
         fast = self._fast
         if fast is not None and fast.exact_actions and not self.check_actions:
             prev = self._state
-            self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
             if fast.send(actions, env_ids):
-                self._state = State.RUNNING
+                self._state = _RUNNING
                 return
             self._state = prev  # not the plain case: nothing was sent
         ids = check_env_ids(env_ids, self.num_envs)
@@ -692,10 +692,13 @@ class ShmemVecEnv(Collector):
         Returns
         -------
         observations : array, tuple or dict of arrays, each (batch_size, *shape)
-            Rows for ``env_ids``: arrays the caller owns; with ``copy=False`` a
-            buffer reused by the next recv or, when the envs are consecutive,
-            zero-copy views of their shared rows (valid until they are sent
-            again).
+            Rows for ``env_ids``: arrays the caller owns (one block copy when
+            the envs are consecutive, as the whole envs of a worker are); with
+            ``copy=False`` zero-copy views of their shared rows when the envs
+            are consecutive (valid until they are sent again), else a buffer
+            reused by the next recv. With batch_size == envs_per_worker each
+            batch is one worker's envs, consecutive (a worker publishes the
+            envs it was sent together, and the oldest come first).
         rewards : float64 array, (batch_size,)
         dones : bool array, (batch_size,)
         infos : list of batch_size dicts
@@ -712,15 +715,15 @@ class ShmemVecEnv(Collector):
         k = self.batch_size
         fast = self._fast
         waited = 0.0
-        if fast is not None and self._fast_wait_ok():
+        if fast is not None and self._wait_timeout is None and not self._restarted:  # see step
             prev = self._state
-            self._state = State.NEEDS_RESET  # until this batch is collected (see step_wait)
-            r = fast.recv(k, self.spin, _SLICE_S, self.reset_infos)
+            self._state = _NEEDS_RESET  # until this batch is collected (see step_wait)
+            r = fast.recv(k, self.spin, _SLICE_S, self.reset_infos, self._next_check)
             if type(r) is tuple:
                 obs, rew, dones, infos, ids, flagged, ended, left = r
                 if flagged or ended:
                     self._complete(ids, infos, flagged)
-                self._state = State.RUNNING if left else State.IDLE
+                self._state = _RUNNING if left else _IDLE
                 return obs, rew, dones, infos, ids
             self._state = prev
             if r == _core.PARENT_WAITING:
