@@ -527,17 +527,51 @@ def test_non_finite_reward_is_an_error_only_when_asked(tmp_path):
 # ------------------------------------------------------------ Ctrl-C, parent death, close
 
 
+def _sigint_after(go, delay):
+    """Start and return a thread that sends SIGINT to this process ``delay``
+    seconds after ``go`` is set (nothing if it is not set within 60 s).
+
+    Set ``go`` inside the ``pytest.raises(KeyboardInterrupt)`` block: the
+    delay then starts there. A ``threading.Timer`` started before the block
+    does not do that: ``Thread.start()`` waits for the new thread, and under
+    load a short timer fires while the parent is still in ``start()``, so the
+    interrupt escapes from the test instead of landing in the vec env.
+    """
+
+    def run():
+        if go.wait(60):
+            time.sleep(delay)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_sigint_after_waits_for_go_however_long_start_takes():
+    # The harness itself: no SIGINT before go, even with a zero delay.
+    go = threading.Event()
+    thread = _sigint_after(go, 0.0)
+    time.sleep(0.2)
+    assert thread.is_alive()
+    with pytest.raises(KeyboardInterrupt):
+        go.set()
+        time.sleep(30)
+    thread.join()
+
+
 def test_keyboard_interrupt_in_a_wait_leaves_a_resettable_env():
     with make("slow", target=0, at=2) as venv:
         venv.reset()
         venv.step(ZEROS)
-        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-        timer.start()
+        go = threading.Event()
+        thread = _sigint_after(go, 0.3)
         try:
             with pytest.raises(KeyboardInterrupt):
+                go.set()
                 venv.step(ZEROS)
         finally:
-            timer.join()
+            thread.join()
         with pytest.raises(vecenv.StateError):
             venv.step_async(ZEROS)
         obs = venv.reset()  # waits for the slow step, drops it
@@ -594,6 +628,9 @@ class InfoEnv(gym.Env):
         obs = np.array([self.env_id, self.t], np.float32)
         return obs, 1.0, self.t >= 5, False, {"env": self.env_id, "t": self.t}
 
+    def pid(self):
+        return os.getpid()
+
 
 def _check_step(obs, dones, infos):
     for i, info in enumerate(infos):
@@ -612,13 +649,14 @@ def test_ctrl_c_at_random_points_then_reset_is_consistent():
     with vecenv.ShmemVecEnv(fns, envs_per_worker=1, context="fork") as venv:
         venv.reset()
         for _ in range(int(os.environ.get("VECENV_CTRL_C_TRIALS", "15"))):
-            timer = threading.Timer(rng.uniform(0.0, 0.02), os.kill, (os.getpid(), signal.SIGINT))
-            timer.start()
+            go = threading.Event()
+            thread = _sigint_after(go, rng.uniform(0.0, 0.02))
             deadline = time.monotonic() + 30
-            with pytest.raises(KeyboardInterrupt):
+            with pytest.raises(KeyboardInterrupt):  # DID NOT RAISE if the vec env ate it
+                go.set()
                 while time.monotonic() < deadline:
                     venv.step(ZEROS)
-            timer.join()
+            thread.join()
             obs = venv.reset()
             assert obs[:, 1].tolist() == [0, 0, 0, 0]
             assert [info["t"] for info in venv.reset_infos] == [0, 0, 0, 0]
@@ -627,19 +665,38 @@ def test_ctrl_c_at_random_points_then_reset_is_consistent():
                 _check_step(obs, dones, infos)
 
 
-def _killer(stop, seed=1):
+def _killer(stop, seed=1, progress=None, burst=3, kills=None):
     """A function that SIGKILLs a random new child process every 10-50 ms
-    until ``stop`` is set."""
+    until ``stop`` is set.
+
+    With ``progress`` (an Event), after every ``burst`` kills it waits for the
+    caller to set it (after a step or reset that succeeded) and clears it:
+    so a reset that takes longer than 50 ms (a loaded machine) is not killed
+    again and again. ``kills`` (a list) gets the killed pids.
+    """
     me = psutil.Process()
     before = {c.pid for c in me.children()}
     rng = np.random.default_rng(seed)
 
     def run():
+        budget = 0  # kills left before the next success
         while not stop.wait(rng.uniform(0.01, 0.05)):
-            ours = [c.pid for c in me.children() if c.pid not in before]
+            if progress is not None and budget == 0:
+                while not progress.wait(0.05):
+                    if stop.is_set():
+                        return
+                progress.clear()
+                budget = burst
+                if stop.wait(rng.uniform(0.0, 0.05)):  # a random moment after the success
+                    return
+            ours = [c.pid for c in me.children() if c.pid not in before and not _gone(c.pid)]
             if ours:
+                pid = int(rng.choice(ours))
+                budget = max(budget - 1, 0)
+                if kills is not None:
+                    kills.append(pid)  # before the kill: its death may be seen at once
                 try:
-                    os.kill(int(rng.choice(ours)), signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
 
@@ -647,32 +704,43 @@ def _killer(stop, seed=1):
 
 
 def test_random_sigkills_then_reset_always_recovers():
+    # Kills land in a step, between steps, while a worker publishes, and in
+    # the recovery after a death, which may fail and be retried. Only
+    # successes re-arm the killer (3 kills each), so a recovery is killed at
+    # most 3 times and the loop ends after ten deaths however slow the
+    # machine is (before, kills every 10-50 ms outpaced resets under load).
     fns = [functools.partial(InfoEnv, i) for i in range(4)]
-    stop = threading.Event()
-    thread = threading.Thread(target=_killer(stop, seed=2))
+    stop, progress = threading.Event(), threading.Event()
+    kills = []
+    thread = threading.Thread(target=_killer(stop, seed=2, progress=progress, kills=kills))
     deaths = 0
     with vecenv.ShmemVecEnv(fns, envs_per_worker=1, context="fork") as venv:
         venv.reset()
+        pids = venv.env_method("pid")
         thread.start()
         try:
-            deadline = time.monotonic() + 30
-            while deaths < 10 and time.monotonic() < deadline:
+            while deaths < 10:
+                progress.set()
                 try:
                     obs, _, dones, infos = venv.step(ZEROS)
                     _check_step(obs, dones, infos)
-                except vecenv.WorkerDiedError:
+                except vecenv.WorkerDiedError as exc:
                     deaths += 1
+                    # The error names a worker that was killed (not a spurious death).
+                    assert all(pids[i] in kills for i in exc.env_indices), (exc, pids, kills)
                     while True:  # a worker may die again during the reset
                         try:
                             obs = venv.reset()
+                            infos = venv.reset_infos
+                            pids = venv.env_method("pid")
                             break
                         except vecenv.WorkerDiedError:
                             pass
                     assert obs[:, 1].tolist() == [0, 0, 0, 0]
+                    assert [info["t"] for info in infos] == [0, 0, 0, 0]
         finally:
             stop.set()
             thread.join()
-        assert deaths == 10
         venv.reset()  # a last kill may have landed before the killer stopped
         obs, _, dones, infos = venv.step(ZEROS)
         _check_step(obs, dones, infos)
