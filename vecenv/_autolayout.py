@@ -56,6 +56,8 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
+from vecenv.errors import InvalidArgumentError
+
 _log = logging.getLogger("vecenv")
 
 #: Seconds the probe may step the env (after its reset), and at most this many steps.
@@ -359,3 +361,84 @@ def auto_layout(
         "num_workers='auto': %s (probe: %d steps in %.3f s)", layout.why, p.steps, p.elapsed_s
     )
     return layout
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Where a ShmemVecEnv's envs run: what :func:`plan_layout` decided."""
+
+    in_process: bool  # no worker process: the envs step in the calling process
+    ranges: List[Tuple[int, int]]  # each worker's [lo, hi) envs (one range in process)
+    spin: float  # seconds the waits poll before sleeping
+    cores: Any  # each worker's cores (cpu_affinity), or None
+    layout: Layout  # what ``venv.layout`` reports
+
+
+def plan_layout(
+    env_fns: List[Callable[[], Any]],
+    *,
+    num_workers: Any,
+    envs_per_worker: Optional[int],
+    spin: Optional[float],
+    timeout: Optional[float],
+    cpu_affinity: Any,
+    on_worker_death: str,
+    check_affinity: Callable[[Any, int], Any],
+) -> Plan:
+    """Resolve ShmemVecEnv's layout options into a :class:`Plan`.
+
+    ``num_workers=0`` runs in process, ``"auto"`` probes ``env_fns[0]``
+    (:func:`auto_layout`; call this after every other argument check, since
+    the probe builds an env), anything else goes to the worker plan
+    (:func:`vecenv._pool.plan_workers`). ``spin=None`` becomes 200 us up to
+    two workers per usable core, else 0 (0 in process: nothing waits).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A bad ``num_workers``, ``envs_per_worker`` or ``cpu_affinity``, or an
+        option the in-process engine cannot honour.
+    """
+    from vecenv import _inprocess
+    from vecenv._options import check_auto_workers, in_process
+    from vecenv._pool import _usable_cpus, plan_workers
+
+    num_envs = len(env_fns)
+    auto = check_auto_workers(num_workers, envs_per_worker)
+    chosen = "default" if num_workers is None and envs_per_worker is None else "given"
+    inproc = in_process(num_workers, envs_per_worker)
+    if inproc:  # the envs step in this process, as one worker's
+        _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
+        ranges = [(0, num_envs)]
+    else:
+        given = None if isinstance(num_workers, str) else num_workers
+        ranges = plan_workers(num_envs, given, envs_per_worker)
+    cpus = _usable_cpus()
+    if auto:
+        check_affinity(cpu_affinity, 1)
+        try:
+            _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
+            allowed = on_worker_death != "restart"
+        except InvalidArgumentError:  # an option only worker processes honour
+            allowed = False
+        layout = auto_layout(env_fns[0], num_envs, cpus, inprocess=allowed)
+        if layout.num_workers == 0:
+            inproc, ranges = True, [(0, num_envs)]
+        else:
+            ranges = plan_workers(num_envs, layout.num_workers, None)
+            spin = layout.spin if spin is None else spin
+    workers = len(ranges)
+    if spin is None:
+        spin = 200e-6 if workers <= 2 * cpus else 0.0
+    if inproc:
+        spin = 0.0  # nothing waits: every dispatch runs its round at once
+    cores = check_affinity(cpu_affinity, workers)
+    if not auto:
+        layout = Layout(workers, 0, float(spin), why=f"the {chosen} layout")
+    layout = dataclasses.replace(
+        layout,
+        num_workers=0 if inproc else workers,
+        envs_per_worker=max(hi - lo for lo, hi in ranges),
+        spin=float(spin),
+    )
+    return Plan(inproc, ranges, float(spin), cores, layout)

@@ -157,7 +157,7 @@ class WorkerRound:
     def __init__(
         self,
         loop: object,
-        error_payload: Callable[[BaseException, int | None, str], dict[str, object]],
+        error_payload: Callable[[BaseException, int | None, str], object],
         unpack_reset: Callable[[object], tuple[object, object]],
     ) -> None: ...
     @property
@@ -169,6 +169,7 @@ class WorkerRound:
 
         Raises ValueError after :meth:`close` or for an env outside the worker's.
         """
+
 # The parent's step path in one compiled call (csrc/_parent.pxi).
 PARENT_NOT_EXACT: int  # the actions are not an exact array: nothing was done
 PARENT_WAITING: int  # not all published within the first slice: nothing collected

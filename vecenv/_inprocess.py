@@ -54,6 +54,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from vecenv import _core, _shm
+from vecenv import _protocol as msgs
 from vecenv._channel import encode
 from vecenv._protocol import Msg
 from vecenv._worker import (
@@ -151,24 +152,23 @@ class InprocChannel:
         (an env's exception is a reply or a round entry)."""
         ref = self.last_ref + 1
         self.last_ref = self.reply_ref = ref
-        kind = msg[0]
+        kind = msg.kind
         if kind == _MSG_CALL:
             self._handle(msg)
         elif kind == Msg.ATTACH:
-            _, handle, layout, _reset_ids = msg
-            block = _shm.attach(handle, layout.nbytes)
-            self.loop = InprocLoop(self.spec, self, None, self.envs, block, layout)
-            self.send((Msg.ATTACHED, os.getpid(), {}))
+            block = _shm.attach(msg.handle, msg.layout.nbytes)
+            self.loop = InprocLoop(self.spec, self, None, self.envs, block, msg.layout)
+            self.send(msgs.Attached(os.getpid(), {}))
         elif kind == Msg.CLOSE:
             self._close_envs()
-            self.send((Msg.CLOSED,))
+            self.send(msgs.Closed())
         else:  # kept for the next round: copies, as a worker would get
             self._handle(pickle.loads(encode(msg)))
         return ref
 
     def _handle(self, msg: Any) -> None:
         if self.loop is None:
-            raise StateError(f"the in-process envs are closed; cannot handle {msg[0]!r}")
+            raise StateError(f"the in-process envs are closed; cannot handle {msg.kind!r}")
         self.loop.handle_message(msg)
 
     def _close_envs(self) -> None:

@@ -32,6 +32,7 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
 
 from vecenv._engine import EngineVecEnv, State
 from vecenv._layout import make_flattener, make_unflattener
+from vecenv._pool import plan_workers
 from vecenv._protocol import Autoreset, ErrorReport
 from vecenv.errors import (
     InvalidArgumentError,
@@ -39,7 +40,7 @@ from vecenv.errors import (
     WatchdogTimeoutError,
     WorkerDiedError,
 )
-from vecenv.shmem_vec_env import ShmemVecEnv, plan_workers
+from vecenv.shmem_vec_env import ShmemVecEnv
 
 _PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 # Keys the RayVecEnv sets itself on every actor.

@@ -37,16 +37,14 @@ the worker's loop itself, behind stand-ins for its pipe, Control and process
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from multiprocessing import get_context
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from vecenv import _core, _inprocess, _layout
-from vecenv._autolayout import Layout, auto_layout
-from vecenv._collect import Collector
+from vecenv import _core, _inprocess
+from vecenv._autolayout import plan_layout
 from vecenv._engine import State
 from vecenv._options import (  # noqa: F401  (autoreset_mode_name: imported from here too)
     ENGINE_OPTIONS,
@@ -56,18 +54,17 @@ from vecenv._options import (  # noqa: F401  (autoreset_mode_name: imported from
     check_env_fns,
     in_process,
 )
-from vecenv._pool import (
+from vecenv._partial import PartialBatches
+from vecenv._pool import (  # noqa: F401  (plan_workers: imported from here too)
     _SLICE_S,
     _Resources,
     _shutdown,
-    _usable_cpus,
     plan_workers,
 )
 from vecenv._protocol import Op
-from vecenv.base import check_batch_size, check_env_ids
+from vecenv.base import check_batch_size
 from vecenv.errors import (
     InvalidArgumentError,
-    StateError,
 )
 
 _OP_STEP, _OP_RESET = int(Op.STEP), int(Op.RESET)  # plain ints for the step path
@@ -76,7 +73,7 @@ _IDLE, _NEEDS_RESET = State.IDLE, State.NEEDS_RESET
 _STEP_PENDING, _RUNNING = State.STEP_PENDING, State.RUNNING
 
 
-class ShmemVecEnv(Collector):
+class ShmemVecEnv(PartialBatches):
     """Step ``num_envs`` gymnasium envs in worker processes over shared memory.
 
     The API of OpenAI baselines' ``ShmemVecEnv`` (``reset``, ``step_async``,
@@ -286,49 +283,30 @@ class ShmemVecEnv(Collector):
         self._finalizer = weakref.finalize(self, _shutdown, self._resources)
         env_fns = self._check_env_fns(env_fns)
         num_envs = len(env_fns)
-        auto = check_auto_workers(num_workers, envs_per_worker)
-        chosen = "default" if num_workers is None and envs_per_worker is None else "given"
-        self.in_process = in_process(num_workers, envs_per_worker)
-        if self.in_process:  # the envs step in this process, as one worker's
-            _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
-            self._ranges = [(0, num_envs)]
-        else:
-            given_workers = None if isinstance(num_workers, str) else num_workers
-            self._ranges = plan_workers(num_envs, given_workers, envs_per_worker)
         batch_size = check_batch_size(batch_size, num_envs)
-        autoreset_mode = keywords.autoreset_mode
         if spaces is not None and (not isinstance(spaces, (tuple, list)) or len(spaces) != 2):
             raise InvalidArgumentError("spaces must be a pair (observation_space, action_space)")
-        cpus = _usable_cpus()
-        if auto:  # after every other check: the probe builds an env here
-            self._check_affinity(cpu_affinity, 1)
-            layout = auto_layout(
-                env_fns[0],
-                num_envs,
-                cpus,
-                inprocess=_inprocess_allowed(timeout, cpu_affinity, on_worker_death),
-            )
-            if layout.num_workers == 0:
-                self.in_process = True
-                self._ranges = [(0, num_envs)]
-            else:
-                self._ranges = plan_workers(num_envs, layout.num_workers, None)
-                spin = layout.spin if spin is None else spin
-        num_workers = len(self._ranges)
-        if spin is None:
-            spin = 200e-6 if num_workers <= 2 * cpus else 0.0
-        if self.in_process:
-            spin = 0.0  # nothing waits: every dispatch runs its round at once
-        self._cores = self._check_affinity(cpu_affinity, num_workers)
-        if not auto:
-            layout = Layout(num_workers, 0, float(spin), why=f"the {chosen} layout")
-        #: The layout this vec env runs with (see :class:`vecenv._autolayout.Layout`).
-        self.layout = dataclasses.replace(
-            layout,
-            num_workers=0 if self.in_process else num_workers,
-            envs_per_worker=max(hi - lo for lo, hi in self._ranges),
-            spin=float(spin),
+        # After every other check: num_workers="auto" builds an env to time it.
+        plan = plan_layout(
+            env_fns,
+            num_workers=num_workers,
+            envs_per_worker=envs_per_worker,
+            spin=spin,
+            timeout=timeout,
+            cpu_affinity=cpu_affinity,
+            on_worker_death=on_worker_death,
+            check_affinity=self._check_affinity,
         )
+        self.in_process, self._ranges, spin, self._cores = (
+            plan.in_process,
+            plan.ranges,
+            plan.spin,
+            plan.cores,
+        )
+        #: The layout this vec env runs with (see :class:`vecenv._autolayout.Layout`).
+        self.layout = plan.layout
+        num_workers = len(self._ranges)
+        autoreset_mode = keywords.autoreset_mode
 
         self.batch_size = int(batch_size)
         self.copy = bool(copy)
@@ -649,120 +627,6 @@ class ShmemVecEnv(Collector):
         obs, rew, _, infos = self.step_wait()
         return obs, rew, self._term.copy(), self._trunc.copy(), infos
 
-    # ------------------------------------------------------------ partial batches
-    def send(self, actions, env_ids=None) -> None:
-        """Start a step of the envs ``env_ids`` (EnvPool-style async API).
-
-        Parameters
-        ----------
-        actions : array-like, shape (len(env_ids), *action_space.shape)
-            Row ``j`` is the action of env ``env_ids[j]``.
-        env_ids : array-like of int, optional
-            Distinct env indices, none in flight; default all envs (typically
-            the ``env_ids`` returned by the previous :meth:`recv`).
-
-        Raises
-        ------
-        InvalidArgumentError
-            Bad actions or env_ids, or an env that is still in flight.
-        """
-        self._guard("send", State.IDLE, State.RUNNING)
-        fast = self._fast
-        if fast is not None and fast.exact_actions and not self.check_actions:
-            prev = self._state
-            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-            if fast.send(actions, env_ids):
-                self._state = _RUNNING
-                return
-            self._state = prev  # not the plain case: nothing was sent
-        ids = check_env_ids(env_ids, self.num_envs)
-        busy = ids[self._in_flight[ids]]
-        if busy.size:
-            raise InvalidArgumentError(
-                f"env_ids {busy.tolist()} are still in flight: recv() them before sending again"
-            )
-        self._put_actions(actions, ids)
-        self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-        self._ctrl.dispatch(ids, _OP_STEP)
-        self._state = State.RUNNING
-
-    def recv(self):
-        """Collect the first ``batch_size`` envs that finished (FIFO order).
-
-        Returns
-        -------
-        observations : array, tuple or dict of arrays, each (batch_size, *shape)
-            Rows for ``env_ids``: arrays the caller owns (one block copy when
-            the envs are consecutive, as the whole envs of a worker are); with
-            ``copy=False`` zero-copy views of their shared rows when the envs
-            are consecutive (valid until they are sent again), else a buffer
-            reused by the next recv. With batch_size == envs_per_worker each
-            batch is one worker's envs, consecutive (a worker publishes the
-            envs it was sent together, and the oldest come first).
-        rewards : float64 array, (batch_size,)
-        dones : bool array, (batch_size,)
-        infos : list of batch_size dicts
-        env_ids : int64 array, (batch_size,)
-            Which env each row belongs to.
-
-        Raises
-        ------
-        StateError
-            Fewer than batch_size envs are in flight (nothing could complete
-            the batch).
-        """
-        self._guard("recv", State.RUNNING, State.IDLE)
-        k = self.batch_size
-        fast = self._fast
-        waited = 0.0
-        if fast is not None and self._wait_timeout is None and not self._restarted:  # see step
-            prev = self._state
-            self._state = _NEEDS_RESET  # until this batch is collected (see step_wait)
-            r = fast.recv(k, self.spin, _SLICE_S, self.reset_infos, self._next_check)
-            if type(r) is tuple:
-                obs, rew, dones, infos, ids, flagged, ended, left = r
-                if flagged or ended:
-                    self._complete(ids, infos, flagged)
-                self._state = _RUNNING if left else _IDLE
-                return obs, rew, dones, infos, ids
-            self._state = prev
-            if r == _core.PARENT_WAITING:
-                waited = _SLICE_S
-        pending = int(self._in_flight.sum())
-        if pending < k:
-            raise StateError(
-                f"recv() needs batch_size={k} envs in flight but only {pending} are: "
-                "send() actions for the env_ids of the last recv() first"
-            )
-        self._state = State.NEEDS_RESET  # until this batch is collected (see step_wait)
-        self._wait(k, "step", State.RUNNING, waited)
-        flagged = self._ctrl.collect(k, self._ids_out)
-        ids = self._ids_out[:k].copy()
-        # copy=False and a batch of consecutive envs: hand out views of their
-        # shared rows (in env order) instead of gathering them.
-        contiguous = False
-        if not self.copy:
-            ids.sort()
-            contiguous = int(ids[-1]) - int(ids[0]) == k - 1
-        infos: List[Dict[str, Any]] = [{} for _ in range(k)]
-        self._complete(ids, infos, flagged)
-        if contiguous:
-            lo = int(ids[0])
-            leaves = [buf[lo : lo + k] for buf in self._obs_bufs]
-        else:
-            leaves = []
-            for src, out in zip(self._obs_rows, self._gather_out):
-                # copy=True gathers straight into a fresh array the caller owns.
-                dst = np.empty_like(out) if self.copy else out
-                _core.gather_rows(src, ids, _layout._bytes2d(dst))
-                leaves.append(dst)
-        if self._obs_pickled:
-            values = [tuple(col[int(i)] for i in ids) for col in self._pickled_obs]
-            leaves = _layout.merge_leaves(leaves, values, self._obs_pickled)
-        obs = leaves[0] if self._single_obs else self._unflatten_obs(leaves)
-        self._state = State.RUNNING if self._in_flight.any() else State.IDLE
-        return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
-
     # ------------------------------------------------------------ close
     def _forget_views(self) -> None:
         """At close: drop the views of shared memory (before it is unmapped)."""
@@ -771,17 +635,6 @@ class ShmemVecEnv(Collector):
         self._ctrl = None
         self._fast = None
         self._write_actions = None
-
-
-def _inprocess_allowed(timeout, cpu_affinity, on_worker_death) -> bool:
-    """Whether ``num_workers="auto"`` may choose the in-process engine: not
-    when an option asks for what only worker processes give (a timeout that
-    kills a stuck env, pinning, restarts after a crash)."""
-    try:
-        _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
-    except InvalidArgumentError:
-        return False
-    return on_worker_death != "restart"
 
 
 def make(
