@@ -6,7 +6,6 @@ timeouts and dead workers."""
 
 import functools
 import os
-import signal
 import threading
 import time
 
@@ -14,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from test_faults import _sigint_after
 
 import vecenv
 from vecenv.errors import StateError, VecEnvTimeoutError, WorkerDiedError, WorkerError
@@ -151,6 +151,24 @@ def test_lockstep_matches_the_python_path(monkeypatch, mode, kind):
     assert runs["compiled", True] == runs["python", True]
     assert runs["compiled", False] == runs["python", False]
     assert runs["compiled", True] == runs["compiled", False]
+
+
+@pytest.mark.parametrize("mode", ["sb3", "next_step", "same_step", "disabled"])
+@pytest.mark.parametrize("kind", OBS_KINDS)
+def test_in_process_steps_match_the_python_path(monkeypatch, mode, kind):
+    """num_workers=0: the compiled call dispatches through the in-process
+    Control, which runs the round before the wait; lockstep and partial."""
+    runs = {}
+    for path in ("compiled", "python"):
+        fns = _fns(5, kind=kind)
+        with _make(monkeypatch, path, fns, num_workers=0, autoreset_mode=mode) as venv:
+            runs[path] = _lockstep_run(venv, 14, "step")
+        with _make(
+            monkeypatch, path, fns, num_workers=0, batch_size=2, autoreset_mode=mode
+        ) as venv:
+            runs[path, "partial"] = _partial_run(venv, 6)
+    assert runs["compiled"] == runs["python"]
+    assert runs["compiled", "partial"] == runs["python", "partial"]
 
 
 @pytest.mark.parametrize("kind", OBS_KINDS)
@@ -341,14 +359,15 @@ def test_ctrl_c_during_a_compiled_step_then_reset(monkeypatch):
     with _make(monkeypatch, "compiled", _fns(2, sleep_s=0.3), num_workers=2) as venv:
         venv.reset()
         _compiled_next(venv)
-        timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
-        timer.start()
+        go = threading.Event()
+        thread = _sigint_after(go, 0.05)  # counts from go: no race with start()
         try:
             with pytest.raises(KeyboardInterrupt):
+                go.set()
                 venv.step(_actions(2, 0))
                 time.sleep(2)  # the interrupt lands here if the step outran it
         finally:
-            timer.join()
+            thread.join()
         with pytest.raises(StateError, match="reset"):
             venv.step(_actions(2, 0))
         obs = venv.reset()

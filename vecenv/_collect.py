@@ -291,10 +291,12 @@ class Collector(WorkerStartup):
         vec env's buffers, or None where the Python path must run every step:
         ``VECENV_PARENT_STEP=python`` in the environment, observation leaves
         without a fixed layout (pickled), or a transport other than the
-        shared-memory Control."""
+        shared-memory Control. In process (``num_workers=0``) its dispatch
+        goes through the in-process Control, which runs the round at once."""
         if os.environ.get("VECENV_PARENT_STEP", "compiled") == "python":
             return None
-        if type(self._ctrl) is not _core.Control or self._obs_pickled:
+        ctrl_ok = type(self._ctrl) is _core.Control or getattr(self, "in_process", False)
+        if not ctrl_ok or self._obs_pickled:
             return None
         space = self.action_space
         single = len(self._act_bufs) == 1 and not isinstance(space, (spaces.Tuple, spaces.Dict))
