@@ -49,6 +49,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from vecenv._autolayout import _nbytes
 from vecenv.bench import fmt_rate  # the installed vecenv (benchmarks/ heads sys.path)
 
 HERE = Path(__file__).resolve().parent
@@ -1340,6 +1341,23 @@ def _drop(sessions, name, spec, n, report, why) -> None:
     report["skipped"].append({"contender": name, "env": spec.label, "num_envs": n, "reason": why})
 
 
+def batch_copy_floor_us(obs_bytes: int, num_envs: int, reps: int = 51) -> Optional[float]:
+    """The copy floor of one batch: median microseconds of one memcpy of
+    ``num_envs`` observations of ``obs_bytes`` bytes (from a warm source into a
+    warm buffer, as the parent's copy of the shared rows is), or None for an
+    observation without an array form."""
+    if obs_bytes <= 0:
+        return None
+    src = np.ones(obs_bytes * num_envs, np.uint8)
+    dst = np.empty_like(src)
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e6
+
+
 def record_cell(spec, n, cores, sessions, rates, lats, floors, report) -> None:
     raw = rates.get("raw") or []
     raw_med = statistics.median(raw) if raw else None
@@ -1352,6 +1370,11 @@ def record_cell(spec, n, cores, sessions, rates, lats, floors, report) -> None:
         "raw_env_steps_per_s": summarize(raw) if raw else None,
         "ideal_env_steps_per_s": ideal,
     }
+    raw_env = getattr(sessions.get("raw"), "env", None)
+    if raw_env is not None:  # the floors of one batch: its copy (the wake's is report["floor"])
+        obs_bytes = _nbytes(raw_env.observation_space.sample())
+        cell["obs_bytes"] = obs_bytes
+        cell["batch_copy_floor_us"] = batch_copy_floor_us(obs_bytes, n)
     report["cells"].append(cell)
     floor_p50 = {}
     for (workers, spin_s), runs in floors.items():

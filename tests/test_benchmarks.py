@@ -103,6 +103,8 @@ def test_quick_run_writes_report(tmp_path, bench_run):
     (cell,) = report["cells"]
     assert cell["raw_env_steps_per_s"]["median"] > 0
     assert cell["ideal_env_steps_per_s"] >= cell["raw_env_steps_per_s"]["median"]
+    # The batch's copy floor: the noop env's observation is 4 float32s.
+    assert cell["obs_bytes"] == 16 and cell["batch_copy_floor_us"] > 0
 
     # With a C compiler the wait/wake floor runs for vecenv's worker count.
     if report["versions"].get("cc"):
@@ -355,3 +357,10 @@ def test_large_sizes_skip_the_process_per_env_peers(bench_run):
     assert bench_run.contender_fits("vecenv_auto", 256) is None
     assert bench_run._layout_candidates(256, 2) == [1, 2, 4]
     assert bench_run._layout_candidates(16, 2) == [1, 2, 4, 16]
+
+
+def test_batch_copy_floor(bench_run):
+    assert bench_run.batch_copy_floor_us(0, 16) is None  # no array form: no floor
+    small = bench_run.batch_copy_floor_us(16, 8)
+    big = bench_run.batch_copy_floor_us(28224, 256)  # 256 Atari frames, 7 MB
+    assert 0 < small < big
