@@ -5,7 +5,7 @@ csrc/_core.pyx by tests/test_packaging.py (names, members and parameters).
 """
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -142,3 +142,29 @@ def scatter_rows(
 
 def check_int_range(values: npt.NDArray[np.int64], lo: int, hi: int) -> int:
     """Index of the first value outside ``[lo, hi)``, or -1 if all are inside."""
+
+class WorkerRound:
+    """Worker side: one round of the worker's ops (step, reset) in compiled code.
+
+    Built by ``vecenv._worker._Loop`` from itself; gives the same rows,
+    statuses, infos and errors as the loop's Python round and hands every case
+    it cannot prove identical to the loop's Python methods. Raises ValueError
+    when the loop's shared views are not writable C-contiguous arrays of
+    num_envs rows.
+    """
+
+    def __init__(
+        self,
+        loop: object,
+        error_payload: Callable[[BaseException, int | None, str], dict[str, object]],
+        unpack_reset: Callable[[object], tuple[object, object]],
+    ) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None:
+        """Drop the views of the shared block and the loop; safe twice."""
+    def run(self, ops: list[tuple[int, int]]) -> None:
+        """Run ``[(env, op), ...]`` (from ``Control.take_ops``), then publish the envs.
+
+        Raises ValueError after :meth:`close` or for an env outside the worker's.
+        """

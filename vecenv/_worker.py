@@ -414,9 +414,20 @@ class _Loop:
         # Pre-fault this worker's rows so the first step does not page-fault.
         for buf in (*obs, rew, term, trunc):
             buf[spec.lo : spec.hi].fill(0)
+        # The round in compiled code (csrc/_round.pxi), which hands what it
+        # cannot prove identical to the Python methods below; VECENV_PY_ROUND=1
+        # (read here, once per worker) keeps the Python round.
+        self.compiled: Any = (
+            None
+            if os.environ.get("VECENV_PY_ROUND", "") == "1"
+            else _core.WorkerRound(self, error_payload, _unpack_reset)
+        )
 
     def release(self):
         self.conn.bind(None, -1)  # the control region goes away below
+        if self.compiled is not None:
+            self.compiled.close()  # drops its views of the block
+            self.compiled = None
         self.writer = None
         self.final_writer = None
         self.read_action = None
@@ -454,6 +465,14 @@ class _Loop:
 
     # ------------------------------------------------------------------ ops
     def run_round(self, ops: List[Tuple[int, int]]) -> None:
+        """Run the ops, write the envs' rows, publish them (and the round
+        message when an env has an info or an error)."""
+        if self.compiled is not None:
+            self.compiled.run(ops)
+        else:
+            self._run_round_py(ops)
+
+    def _run_round_py(self, ops: List[Tuple[int, int]]) -> None:
         lo, w = self.spec.lo, self.spec.index
         infos: Dict[int, Any] = {}
         errors: Dict[int, Any] = {}
@@ -488,6 +507,16 @@ class _Loop:
                     statuses.append(st_ok)
             done_envs.append(i)
         self.ctrl.leave(w)
+        self._publish_round(done_envs, statuses, infos, errors)
+
+    def _publish_round(
+        self,
+        done_envs: List[int],
+        statuses: List[int],
+        infos: Dict[int, Any],
+        errors: Dict[int, Any],
+    ) -> None:
+        """Publish the round's envs, then send its infos and errors (if any)."""
         msg = None
         if infos or errors:
             msg = (_ROUND, infos, errors)
@@ -496,7 +525,7 @@ class _Loop:
             except Exception as exc:
                 for i in list(infos):
                     errors[i] = error_payload(exc, i, "pickling the info dict")
-                    statuses[done_envs.index(i)] = st_error
+                    statuses[done_envs.index(i)] = _ST_ERROR
                 payload = pickle.dumps((_ROUND, {}, errors), protocol=pickle.HIGHEST_PROTOCOL)
         ticket = self.ctrl.publish(done_envs, statuses, self.spec.index)
         if msg is not None:
@@ -545,7 +574,12 @@ class _Loop:
             self.truncated[i] = False
             return _with_pickled(info, pickled, None)
         action = self.read_action(i) if piped is _NO_ACTION else piped
-        obs, reward, terminated, truncated, info = env.step(action)
+        return self._finish_step(i, k, env.step(action))
+
+    def _finish_step(self, i: int, k: int, result):
+        """The rest of env ``i``'s step once ``env.step`` returned ``result``."""
+        env = self.envs[k]
+        obs, reward, terminated, truncated, info = result
         final_pickled = None
         if self.check_rewards and not _finite(reward):
             raise _RewardMismatch(
@@ -694,6 +728,13 @@ def _with_pickled(info, pickled, final_pickled):
     if final_pickled is not None:
         info[PICKLED_FINAL_KEY] = final_pickled
     return info
+
+
+def _unpack_reset(result):
+    """``obs, info = result`` as the Python round unpacks ``env.reset()`` (for
+    the compiled round, which meets a result that is not a 2-tuple)."""
+    obs, info = result
+    return obs, info
 
 
 def _finite(x) -> bool:

@@ -1,0 +1,642 @@
+"""The worker round in compiled code (csrc/_round.pxi, issue 16) gives exactly
+what the Python round gives.
+
+Most tests run a worker loop (``vecenv._worker._Loop``) in this process over a
+real shared block, with a fake pipe that records the round messages, twice:
+once with the compiled round and once with the Python one
+(``_Loop._run_round_py``), on identical envs driven by the same script of
+actions, resets, pipe actions and partial rounds. After every round they
+compare everything a parent could read: observation and final-observation
+rows, rewards, flags, statuses, the round message (infos, reset infos, pickled
+leaves, error reports without their traceback), the autoreset state, the
+worker slot's activity, and every action the envs received (type, dtype,
+value). A few tests run whole vec envs with ``VECENV_PY_ROUND=1`` and without.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import vecenv
+from vecenv import _core, _layout, _worker
+
+pytestmark = pytest.mark.timeout(60)
+
+STEP, RESET = _core.OP_STEP, _core.OP_RESET
+
+
+@pytest.fixture(autouse=True)
+def _compiled_round_on(monkeypatch):
+    """Loops built here get the compiled round even under VECENV_PY_ROUND=1."""
+    monkeypatch.delenv("VECENV_PY_ROUND", raising=False)
+
+
+def canon(x):
+    """A comparable form of a value: type, dtype, shape and contents."""
+    if isinstance(x, np.ndarray):
+        return ("ndarray", x.dtype.str, x.shape, bool(x.flags.c_contiguous), x.tolist())
+    if isinstance(x, np.generic):
+        return (type(x).__name__, x.item())
+    if isinstance(x, dict):
+        return ("dict", [(k, canon(v)) for k, v in x.items()])
+    if isinstance(x, (tuple, list)):
+        return (type(x).__name__, [canon(v) for v in x])
+    return (type(x).__name__, x)
+
+
+class ScriptEnv(gym.Env):
+    """An env whose every return value is drawn from its own generator: the
+    observation (as sampled, a reused array, non-contiguous, a list, or the
+    wrong dtype), the reward type, the flag types, a list instead of a tuple,
+    infos on some steps and resets, and optionally an error at one step."""
+
+    def __init__(self, obs_space, act_space, env_id, knobs):
+        self.observation_space = obs_space
+        self.action_space = act_space
+        self.env_id = env_id
+        self.k = knobs
+        self.received = []
+        self.rng = np.random.default_rng([env_id, 7])
+        self.t = 0
+        self.steps = 0
+        self.length = 3
+        self.buf = None
+
+    def _obs(self):
+        x = self.observation_space.sample()
+        if not isinstance(x, np.ndarray) or x.ndim == 0:
+            return x
+        kind = self.rng.choice(
+            ["plain", "reused", "noncontig", "list", "wrongdtype"], p=self.k["obs_p"]
+        )
+        if kind == "reused":  # the env's own array, overwritten by its next call
+            if self.buf is None or self.buf.shape != x.shape:
+                self.buf = np.empty_like(x)
+            np.copyto(self.buf, x)
+            return self.buf
+        if kind == "noncontig" and x.size > 1:
+            return np.repeat(x, 2, axis=-1)[..., ::2]
+        if kind == "list":
+            return x.tolist()
+        if kind == "wrongdtype":
+            return x.astype(np.float64 if x.dtype != np.float64 else np.float32)
+        return x
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.rng = np.random.default_rng([self.env_id, seed])
+        self.observation_space.seed(int(self.rng.integers(2**31)))
+        self.t = 0
+        self.length = int(self.rng.integers(1, 5))
+        self.received.append(("reset", seed, canon(options)))
+        if self.k["reset_raise"] and self.rng.random() < self.k["reset_raise"]:
+            raise ValueError(f"env {self.env_id} cannot reset")
+        info = {"reset_of": self.env_id} if self.rng.random() < self.k["reset_info_p"] else {}
+        obs = self._obs()
+        return [obs, info] if self.rng.random() < self.k["list_p"] else (obs, info)
+
+    def step(self, action):
+        self.received.append(("step", canon(action)))
+        self.t += 1
+        self.steps += 1
+        if self.steps == self.k["raise_at"].get(self.env_id):
+            raise RuntimeError(f"env {self.env_id} fails at step {self.steps}")
+        r = float(self.rng.normal())
+        kind = self.rng.choice(self.k["rewards"])
+        reward = {
+            "float": r,
+            "f32": np.float32(r),
+            "f64": np.float64(r),
+            "int": int(r * 10),
+            "bool": r > 0,
+            "i64": np.int64(r * 10),
+            "nan": math.nan,
+            "huge": 10**400,
+            "bigint": 2**60 + 2**7 + 1,  # rounds to a double
+        }[kind]
+        end = self.t >= self.length
+        terminated = end and self.rng.random() < 0.5
+        truncated = end and not terminated
+        flag = self.rng.choice(self.k["flags"])
+        if flag == "np":
+            terminated, truncated = np.bool_(terminated), np.bool_(truncated)
+        elif flag == "int":
+            terminated, truncated = int(terminated), int(truncated)
+        u = self.rng.random()
+        info = {} if u > self.k["info_p"] else ({"t": self.t} if u > 0.02 else None)
+        out = (self._obs(), reward, terminated, truncated, info)
+        return list(out) if self.rng.random() < self.k["list_p"] else out
+
+
+KNOBS = {
+    "obs_p": [0.8, 0.05, 0.05, 0.05, 0.05],
+    "rewards": ["float", "float", "f32", "f64", "int", "bool", "i64"],
+    "flags": ["bool", "bool", "np", "int"],
+    "info_p": 0.2,
+    "reset_info_p": 0.3,
+    "list_p": 0.05,
+    "raise_at": {},
+    "reset_raise": 0.0,
+}
+
+
+class FakeConn:
+    """The worker's pipe: records each round message with its ticket."""
+
+    def __init__(self):
+        self.bodies = []
+
+    def bind(self, ctrl, index):
+        pass
+
+    def send_body(self, payload, ticket):
+        self.bodies.append((ticket, pickle.loads(payload)))
+        return True
+
+
+class CountingLoop(_worker._Loop):
+    """Counts the calls of the Python methods the compiled round falls back to."""
+
+    def __init__(self, *args):
+        self.calls = {"_step": 0, "_finish_step": 0, "_write_obs": 0, "_publish_round": 0}
+        super().__init__(*args)
+
+    def _step(self, i, k):
+        self.calls["_step"] += 1
+        return super()._step(i, k)
+
+    def _finish_step(self, i, k, result):
+        self.calls["_finish_step"] += 1
+        return super()._finish_step(i, k, result)
+
+    def _write_obs(self, *args, **kwargs):
+        self.calls["_write_obs"] += 1
+        return super()._write_obs(*args, **kwargs)
+
+    def _publish_round(self, *args):
+        self.calls["_publish_round"] += 1
+        return super()._publish_round(*args)
+
+
+def make_loop(envs, mode, compiled, check_rewards=False, pickled=False):
+    n = len(envs)
+    obs_space, act_space = envs[0].observation_space, envs[0].action_space
+    layout = _layout.BlockLayout.build(
+        obs_space, act_space, n, 1, final_obs=mode == "sb3", pickled=pickled
+    )
+    fd = os.memfd_create("vecenv-test-round", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, layout.nbytes)
+        block = _core.SharedBlock(fd, layout.nbytes)
+    finally:
+        os.close(fd)
+    _core.Control(block, n, 1, [0] * n, init=True)
+    spec = _worker.WorkerSpec(
+        index=0,
+        lo=0,
+        hi=n,
+        env_fns=b"",
+        parent_pid=os.getpid(),
+        spin_s=0.0,
+        autoreset_mode=mode,
+        check_rewards=check_rewards,
+    )
+    loop = CountingLoop(spec, FakeConn(), None, envs, block, layout)
+    assert loop.compiled is not None
+    if not compiled:
+        loop.compiled.close()
+        loop.compiled = None
+    return loop
+
+
+def snapshot(loop, ops, seen):
+    acts, obs, rew, term, trunc, final = loop._views
+    _, status, _, _ = loop.ctrl.arrays()
+    bodies = []
+    for ticket, (kind, infos, errors) in loop.conn.bodies[seen:]:
+        errs = {i: {k: v for k, v in e.items() if k != "traceback"} for i, e in errors.items()}
+        bodies.append((ticket, int(kind), canon(infos), errs))
+    return repr(
+        (
+            [canon(o) for o in obs],
+            [canon(f) for f in final],
+            rew.tolist(),
+            term.tolist(),
+            trunc.tolist(),
+            [int(status[i]) for i, _ in ops],
+            bodies,
+            list(loop.needs_reset),
+            loop.ctrl.activity(0),
+            [canon(env.received) for env in loop.envs],
+            dict(loop.pipe_actions),
+        )
+    )
+
+
+def drive(loop, seed, rounds):
+    """Run ``rounds`` rounds chosen by ``seed`` (never by the loop's results);
+    return one snapshot per round."""
+    rng = np.random.default_rng(seed)
+    n = len(loop.envs)
+    act_space = loop.envs[0].action_space
+    act_space.seed(seed)
+    acts = loop._views[0]
+    write = None
+    if not loop.layout.actions_pickled:
+        write = _layout.make_action_writer(loop.layout.action_leaves, act_space)
+    out = []
+    loop.reset_kwargs.update({i: {"seed": seed + i} for i in range(n)})
+    loop.run_round([(i, RESET) for i in range(n)])
+    out.append(snapshot(loop, [(i, RESET) for i in range(n)], 0))
+    for _ in range(rounds):
+        seen = len(loop.conn.bodies)
+        per_env = [act_space.sample() for _ in range(n)]
+        if write is not None:
+            write(_layout.stack_actions(act_space, per_env), acts)
+        ids = (
+            list(range(n))
+            if rng.random() < 0.7
+            else sorted(rng.choice(n, rng.integers(1, n + 1), replace=False))
+        )
+        ops = []
+        for i in ids:
+            i = int(i)
+            if rng.random() < 0.08:
+                kw = (
+                    {"seed": int(rng.integers(100)), "options": {"o": 1}}
+                    if rng.random() < 0.5
+                    else {}
+                )
+                loop.reset_kwargs[i] = kw
+                ops.append((i, RESET))
+                continue
+            if write is None or rng.random() < 0.1:
+                loop.pipe_actions[i] = per_env[i]
+            ops.append((i, STEP))
+        loop.run_round(ops)
+        out.append(snapshot(loop, ops, seen))
+    return out
+
+
+def compare(make_envs, mode, seed=0, rounds=30, **kw):
+    loops = [make_loop(make_envs(), mode, compiled, **kw) for compiled in (True, False)]
+    try:
+        got, want = (drive(loop, seed, rounds) for loop in loops)
+        for r, (g, w) in enumerate(zip(got, want)):
+            assert g == w, f"round {r} differs:\ncompiled {g}\npython   {w}"
+        return loops[0].calls
+    finally:
+        for loop in loops:
+            loop.release()
+
+
+BOX_F32 = spaces.Box(-2.0, 2.0, (4,), np.float32)
+SPACES = {
+    # name: (observation space, action space, pickled leaves)
+    "box_f32-discrete": (BOX_F32, spaces.Discrete(3), False),
+    "box_u8_2d-discrete_start": (
+        spaces.Box(0, 255, (3, 5), np.uint8),
+        spaces.Discrete(4, start=-2),
+        False,
+    ),
+    "box_f64_scalar-box_f32": (
+        spaces.Box(-1.0, 1.0, (), np.float64),
+        spaces.Box(-1.0, 1.0, (2,), np.float32),
+        False,
+    ),
+    "box_i16-box_f64_scalar": (
+        spaces.Box(-100, 100, (2,), np.int16),
+        spaces.Box(-1.0, 1.0, (), np.float64),
+        False,
+    ),
+    "discrete_start-multidiscrete": (
+        spaces.Discrete(5, start=-2),
+        spaces.MultiDiscrete([3, 4]),
+        False,
+    ),
+    "multidiscrete-multibinary": (
+        spaces.MultiDiscrete([2, 5, 7]),
+        spaces.MultiBinary(3),
+        False,
+    ),
+    "multibinary_2d-box_i32": (
+        spaces.MultiBinary([2, 3]),
+        spaces.Box(-5, 5, (3,), np.int32),
+        False,
+    ),
+    "box_empty-discrete": (spaces.Box(0, 1, (0,), np.float32), spaces.Discrete(2), False),
+    "tuple-tuple": (
+        spaces.Tuple((BOX_F32, spaces.Discrete(3))),
+        spaces.Tuple((spaces.Discrete(2), spaces.Box(-1, 1, (2,), np.float32))),
+        False,
+    ),
+    "dict-dict": (
+        spaces.Dict({"a": BOX_F32, "b": spaces.Dict({"c": spaces.MultiBinary(2)})}),
+        spaces.Dict({"x": spaces.Discrete(3), "y": spaces.MultiDiscrete([2, 2])}),
+        False,
+    ),
+    "dict_one_key-discrete": (spaces.Dict({"only": BOX_F32}), spaces.Discrete(2), False),
+    "pickled_obs-discrete": (
+        spaces.Dict({"a": BOX_F32, "t": spaces.Text(5)}),
+        spaces.Discrete(2),
+        True,
+    ),
+    "box-pickled_actions": (BOX_F32, spaces.Text(4), True),
+}
+MODES = ["sb3", "next_step", "same_step", "disabled"]
+
+
+def _envs(name, n=5, knobs=KNOBS):
+    obs_space, act_space, _ = SPACES[name]
+    return lambda: [ScriptEnv(obs_space, act_space, e, knobs) for e in range(n)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", list(SPACES))
+def test_same_trajectories_as_the_python_round(name, mode):
+    compare(_envs(name), mode, seed=len(name), pickled=SPACES[name][2])
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    seed=st.integers(0, 2**16),
+    mode=st.sampled_from(MODES),
+    name=st.sampled_from(sorted(SPACES)),
+    info_p=st.sampled_from([0.0, 0.3, 1.0]),
+    odd=st.sampled_from([0.0, 0.2]),
+    raise_env=st.integers(-1, 3),
+    raise_at=st.integers(1, 12),
+    reset_raise=st.sampled_from([0.0, 0.1]),
+)
+def test_same_trajectories_for_random_scripts(
+    seed, mode, name, info_p, odd, raise_env, raise_at, reset_raise
+):
+    knobs = dict(
+        KNOBS,
+        info_p=info_p,
+        obs_p=[1 - 4 * odd / 4, odd / 4, odd / 4, odd / 4, odd / 4],
+        list_p=odd / 2,
+        rewards=["float", "f32", "f64", "int", "bool", "i64", "nan", "bigint"]
+        + ["huge"] * (odd > 0),
+        raise_at={raise_env: raise_at},
+        reset_raise=reset_raise,
+    )
+    compare(_envs(name, 4, knobs), mode, seed=seed, rounds=15, pickled=SPACES[name][2])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_check_rewards_gives_the_same_errors(mode):
+    knobs = dict(KNOBS, rewards=["float", "nan", "huge", "f32", "i64"])
+    compare(_envs("box_f32-discrete", 4, knobs), mode, check_rewards=True)
+
+
+class PlainEnv(gym.Env):
+    """Box(4,) float32 observations, Discrete(3) actions, nothing unusual:
+    episodes of ``length`` steps, empty infos (a reset info if asked)."""
+
+    def __init__(self, env_id=0, length=3, fail_step=None, fail_reset=None, reset_info=False):
+        self.observation_space = BOX_F32
+        self.action_space = spaces.Discrete(3)
+        self.env_id, self.length = env_id, length
+        self.fail_step, self.fail_reset, self.reset_info = fail_step, fail_reset, reset_info
+        self.obs = np.zeros(4, np.float32)
+        self.t = self.steps = self.resets = 0
+        self.received = []
+
+    def reset(self, *, seed=None, options=None):
+        self.received.append(("reset", seed, options))
+        self.resets += 1
+        if self.resets == self.fail_reset:
+            raise KeyError(f"env {self.env_id} reset {self.resets}")
+        self.t = 0
+        self.obs[:] = [self.env_id, 0, self.resets, -1]
+        return self.obs, ({"r": self.resets} if self.reset_info else {})
+
+    def step(self, action):
+        self.received.append(("step", canon(action)))
+        self.t += 1
+        self.steps += 1
+        if self.steps == self.fail_step:
+            raise RuntimeError(f"env {self.env_id} step {self.steps}")
+        self.obs[:] = [self.env_id, self.t, self.resets, float(action)]
+        return self.obs, 0.5 * self.t, self.t >= self.length, False, {}
+
+
+def _run_steps(loop, rounds, n):
+    acts = loop._views[0][0]
+    loop.run_round([(i, RESET) for i in range(n)])
+    for _ in range(rounds):
+        acts[:n] = np.arange(n) % 3
+        loop.run_round([(i, STEP) for i in range(n)])
+
+
+@pytest.mark.parametrize("mode", ["sb3", "next_step", "disabled"])
+def test_common_steps_never_call_python(mode):
+    loop = make_loop([PlainEnv(e, length=3 + e) for e in range(4)], mode, compiled=True)
+    try:
+        _run_steps(loop, 12, 4)  # every env ends at least two episodes
+        assert loop.calls["_step"] == loop.calls["_finish_step"] == 0
+        assert loop.calls["_write_obs"] == 4  # the reset round only
+        assert loop.calls["_publish_round"] == 0  # no info, no error
+    finally:
+        loop.release()
+
+
+def test_the_fallbacks_are_taken_where_the_fast_path_does_not_apply():
+    loop = make_loop([PlainEnv(e) for e in range(2)], "same_step", compiled=True)
+    try:
+        _run_steps(loop, 3, 2)  # both episodes end at step 3: same_step goes to Python
+        assert loop.calls["_step"] == 0 and loop.calls["_finish_step"] == 2
+        loop.pipe_actions[1] = 2  # a pipe action: the whole step in Python
+        loop.run_round([(0, STEP), (1, STEP)])
+        assert loop.calls["_step"] == 1 and loop.envs[1].obs[3] == 2
+    finally:
+        loop.release()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_error_in_the_middle_of_a_round_names_its_env(mode):
+    def envs():
+        return [PlainEnv(0), PlainEnv(1, fail_step=2), PlainEnv(2), PlainEnv(3, fail_reset=2)]
+
+    for compiled in (True, False):
+        loop = make_loop(envs(), mode, compiled)
+        try:
+            _run_steps(loop, 2, 4)  # env 1 fails in its second step
+            ticket, (_, infos, errors) = loop.conn.bodies[-1]
+            assert list(errors) == [1] and infos == {}
+            assert errors[1]["env_index"] == 1 and errors[1]["where"] == "step"
+            assert errors[1]["exc_type"] == "builtins.RuntimeError"
+            assert errors[1]["message"] == "env 1 step 2"
+            obs, rew = loop._views[1][0], loop._views[2]
+            assert obs[0].tolist() == [0, 2, 1, 0] and obs[2].tolist() == [2, 2, 1, 2]
+            assert rew.tolist()[:3:2] == [1.0, 1.0]
+            _, status, _, tickets = loop.ctrl.arrays()
+            assert status.tolist() == [0, _core.STATUS_ERROR, 0, 0]
+            assert tickets.tolist() == [ticket] * 4
+            assert loop.ctrl.activity(0) == (-1, 0)
+            loop.run_round([(i, STEP) for i in range(4)])  # every episode ends at step 3
+            if mode in ("sb3", "same_step"):  # env 3's automatic reset fails
+                _, (_, infos, errors) = loop.conn.bodies[-1]
+                assert list(errors) == [3] and errors[3]["exc_type"] == "builtins.KeyError"
+                assert errors[3]["env_index"] == 3 and errors[3]["where"] == "step"
+                info = _core.STATUS_INFO if mode == "same_step" else _core.STATUS_OK
+                assert status.tolist() == [info, info, info, _core.STATUS_ERROR]
+            assert loop.ctrl.activity(0) == (-1, 0)
+        finally:
+            loop.release()
+    compare(envs, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reset_infos_and_final_observations_match(mode):
+    compare(lambda: [PlainEnv(e, length=2, reset_info=e % 2 == 1) for e in range(3)], mode)
+
+
+def test_closed_round_refuses_to_run():
+    loop = make_loop([PlainEnv()], "sb3", compiled=True)
+    try:
+        rnd = loop.compiled
+        rnd.close()
+        rnd.close()
+        assert rnd.closed
+        with pytest.raises(ValueError, match="closed"):
+            rnd.run([(0, STEP)])
+    finally:
+        loop.compiled = None
+        loop.release()
+
+
+def test_an_env_outside_the_worker_is_refused():
+    loop = make_loop([PlainEnv(), PlainEnv(1)], "sb3", compiled=True)
+    try:
+        with pytest.raises(ValueError, match="worker"):
+            loop.run_round([(0, STEP), (1, STEP), (0, STEP)])
+    finally:
+        loop.release()
+
+
+# ------------------------------------------------------------- whole vec envs
+
+
+def _trajectory(monkeypatch, py_round, make, n, steps, **kwargs):
+    if py_round:
+        monkeypatch.setenv("VECENV_PY_ROUND", "1")
+    else:
+        monkeypatch.delenv("VECENV_PY_ROUND", raising=False)
+    venv = vecenv.ShmemVecEnv([make(e) for e in range(n)], num_workers=1, **kwargs)
+    try:
+        venv.seed(3)
+        out = [canon(venv.reset())]
+        for _ in range(steps):
+            out.append(canon(venv.step(np.arange(n) % 3)))
+        return repr(out)
+    finally:
+        venv.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_shmem_vec_env_same_results_with_python_round(monkeypatch, mode):
+    def make(e):
+        return lambda: PlainEnv(e, length=2 + e, reset_info=e == 1)
+
+    got, want = (
+        _trajectory(monkeypatch, py, make, 3, 8, autoreset_mode=mode) for py in (False, True)
+    )
+    assert got == want
+
+
+def test_sb3_dropin_terminal_observations_match(monkeypatch):
+    from vecenv.sb3 import SubprocVecEnv
+
+    def run(py):
+        if py:
+            monkeypatch.setenv("VECENV_PY_ROUND", "1")
+        else:
+            monkeypatch.delenv("VECENV_PY_ROUND", raising=False)
+        venv = SubprocVecEnv([lambda e=e: PlainEnv(e, length=2 + e) for e in range(3)])
+        try:
+            out = [canon(venv.reset())]
+            for _ in range(6):
+                venv.step_async(np.arange(3) % 3)
+                out.append(canon(venv.step_wait()))
+            return repr(out)
+        finally:
+            venv.close()
+
+    got, want = run(False), run(True)
+    assert "terminal_observation" in got
+    assert got == want
+
+
+class SlotProbeEnv(PlainEnv):
+    """Records what the worker slot says (``Control.activity``) inside its calls."""
+
+    ctrl = None
+
+    def reset(self, *, seed=None, options=None):
+        self.received.append(("slot", self.ctrl.activity(0)))
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        self.received.append(("slot", self.ctrl.activity(0)))
+        return super().step(action)
+
+
+@pytest.mark.parametrize("mode", ["sb3", "next_step"])
+def test_the_slot_names_the_env_and_what_it_does(mode):
+    seen = []
+    for compiled in (True, False):
+        envs = [SlotProbeEnv(e, length=2) for e in range(2)]
+        loop = make_loop(envs, mode, compiled)
+        try:
+            for env in envs:
+                env.ctrl = loop.ctrl
+            _run_steps(loop, 3, 2)
+            seen.append([[x for x in env.received if x[0] == "slot"] for env in envs])
+            assert loop.ctrl.activity(0) == (-1, 0)
+        finally:
+            loop.release()
+    A = _worker.Activity
+    for e, calls in enumerate(seen[0]):
+        codes = [c[1] for c in calls]
+        assert all(env == e for env, _ in codes)
+        # reset op, step, step (the episode ends), then the automatic reset:
+        # inside step 2 (sb3) or as step 3 (next_step)
+        expected = [A.RESET, A.STEP, A.STEP, A.AUTORESET] + ([A.STEP] if mode == "sb3" else [])
+        assert [int(a) for _, a in codes] == [int(a) for a in expected]
+    assert seen[0] == seen[1]
+
+
+class UnpicklableInfoEnv(PlainEnv):
+    """Env 1's second step returns an info that cannot be pickled."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.env_id == 1 and self.steps == 2:
+            info = {"fn": lambda: None}
+        return obs, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("mode", ["sb3", "next_step"])
+def test_an_unpicklable_info_is_reported_the_same_way(mode):
+    compare(lambda: [UnpicklableInfoEnv(e, reset_info=True) for e in range(3)], mode, rounds=6)
+    loop = make_loop([UnpicklableInfoEnv(e) for e in range(3)], mode, compiled=True)
+    try:
+        _run_steps(loop, 2, 3)
+        _, (_, infos, errors) = loop.conn.bodies[-1]
+        assert infos == {} and errors[1]["where"] == "pickling the info dict"
+        assert loop.ctrl.arrays()[1].tolist() == [0, _core.STATUS_ERROR, 0]
+    finally:
+        loop.release()
