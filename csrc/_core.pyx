@@ -959,3 +959,4 @@ def check_int_range(const int64_t[::1] values, int64_t lo, int64_t hi):
                 break
     return bad
 include "_round.pxi"
+include "_parent.pxi"

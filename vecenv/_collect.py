@@ -11,15 +11,17 @@ the fast path, reset seeds and options), and the remote calls
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
+from gymnasium import spaces
 
-from vecenv import _layout
+from vecenv import _core, _layout
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout
 from vecenv._engine import State
-from vecenv._pool import _SLICE_S, WorkerStartup
+from vecenv._pool import _NONE, _SLICE_S, WorkerStartup, _usable_cpus
 from vecenv._protocol import Msg
 from vecenv._worker import (
     RESET_INFO_KEY,
@@ -36,7 +38,9 @@ from vecenv.errors import (
 class Collector(WorkerStartup):
     """Base of ShmemVecEnv: results, errors, per-env messages and calls (see the module)."""
 
-    def _wait(self, target: int, what: str, pending: Optional[State] = None) -> None:
+    def _wait(
+        self, target: int, what: str, pending: Optional[State] = None, waited: float = 0.0
+    ) -> None:
         """Wait until ``target`` envs are published. Every _SLICE_S seconds,
         check that the workers live (a dead one is restarted or raised, see
         :meth:`_on_deaths`) and that the time has not run out.
@@ -44,10 +48,15 @@ class Collector(WorkerStartup):
         Time runs out after ``_wait_timeout`` seconds when a caller set it
         (and passes the ``pending`` state to go back to: nothing is killed),
         else after the ``timeout`` watchdog (the late workers are killed).
+        ``waited``: seconds of a first slice the caller already waited in vain
+        (the compiled step, :class:`vecenv._core.ParentStep`); the wait goes
+        on from there.
         """
         ctrl = self._ctrl
         first = _SLICE_S if self._wait_timeout is None else min(_SLICE_S, self._wait_timeout)
-        if ctrl.wait_ready(target, self.spin, first) >= 0:
+        if waited:
+            first = waited
+        elif ctrl.wait_ready(target, self.spin, first) >= 0:
             # With partial batches the other envs may keep meeting the target
             # while a dead worker's envs starve: check liveness now and then.
             now = time.monotonic()
@@ -246,6 +255,62 @@ class Collector(WorkerStartup):
                 leaves[0] if self._single_obs else self._unflatten_obs(leaves)
             )
             info["TimeLimit.truncated"] = bool(self._trunc[i] and not self._term[i])
+
+    def _complete(self, ids, infos: List[Dict[str, Any]], flagged: int) -> None:
+        """The per-env Python part of a collected batch whose row ``j`` is env
+        ``ids[j]`` (``ids`` None: every env, in order): with "sb3" autoreset
+        the ended envs' reset infos and terminal observations, the infos
+        (into ``infos``) and errors (raised, naming the env) of the
+        ``flagged`` envs, and restarts to report."""
+        if ids is None:
+            envs: Any = range(self.num_envs)
+            done = self._term | self._trunc if self._sb3_final else None
+        else:
+            envs = ids
+            done = self._term[ids] | self._trunc[ids] if self._sb3_final else None
+        ended_pos = _NONE if done is None else np.flatnonzero(done)
+        ended = ended_pos if ids is None else ids[ended_pos]
+        for i in ended:  # an automatic reset's info, unless a message brings one
+            self.reset_infos[int(i)] = {}
+        if flagged:
+            got, errors = self._read_flagged(envs)
+            if errors:
+                self._raise_errors(errors)
+            pos = None if ids is None else {int(e): j for j, e in enumerate(ids)}
+            for i, info in got.items():
+                info = self._split_reset_info(i, self._take_pickled(i, info))
+                infos[i if pos is None else pos[i]] = info
+        self._add_terminal(ended, ended_pos, infos)
+        if self._restarted:
+            self._report_restarts(envs, infos)
+
+    def _make_parent_step(self) -> Optional[_core.ParentStep]:
+        """The compiled step path (:class:`vecenv._core.ParentStep`) over this
+        vec env's buffers, or None where the Python path must run every step:
+        ``VECENV_PARENT_STEP=python`` in the environment, observation leaves
+        without a fixed layout (pickled), or a transport other than the
+        shared-memory Control."""
+        if os.environ.get("VECENV_PARENT_STEP", "compiled") == "python":
+            return None
+        if type(self._ctrl) is not _core.Control or self._obs_pickled:
+            return None
+        space = self.action_space
+        single = len(self._act_bufs) == 1 and not isinstance(space, (spaces.Tuple, spaces.Dict))
+        single = single and not self._layout.actions_pickled
+        return _core.ParentStep(
+            self._ctrl,
+            self._act_bufs[0] if single else None,
+            list(self._obs_bufs),
+            list(self._gather_out),
+            self._rew,
+            self._term,
+            self._trunc,
+            self._ids_out,
+            self._final_bufs if self._sb3_final else None,
+            None if self._single_obs else self._unflatten_obs,
+            self.copy,
+            _usable_cpus(),
+        )
 
     def _split_reset_info(self, i: int, info: Dict[str, Any]) -> Dict[str, Any]:
         """Move the info of env ``i``'s automatic reset ("sb3" autoreset) from

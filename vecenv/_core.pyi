@@ -6,6 +6,7 @@ csrc/_core.pyx by tests/test_packaging.py (names, members and parameters).
 
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -168,3 +169,87 @@ class WorkerRound:
 
         Raises ValueError after :meth:`close` or for an env outside the worker's.
         """
+# The parent's step path in one compiled call (csrc/_parent.pxi).
+PARENT_NOT_EXACT: int  # the actions are not an exact array: nothing was done
+PARENT_WAITING: int  # not all published within the first slice: nothing collected
+PARENT_TOO_FEW: int  # recv: fewer than k envs in flight: nothing was done
+PARENT_CHECK_DUE: int  # a liveness check is due: dispatched (step) but not waited
+
+class ParentStep:
+    """Parent side: write actions, dispatch, wait one slice, collect and build
+    the batch in one call; returns a code where the Python path takes over.
+
+    Raises ValueError for buffers of the wrong shape, dtype or contiguity.
+    """
+
+    @property
+    def exact_actions(self) -> bool:
+        """Whether an action array can be written here (one action leaf)."""
+    def __init__(
+        self,
+        ctrl: Control,
+        act_buf: npt.NDArray[np.generic] | None,
+        obs_bufs: list[npt.NDArray[np.generic]],
+        gather_out: list[npt.NDArray[np.generic]],
+        rew: npt.NDArray[np.float64],
+        term: npt.NDArray[np.bool_],
+        trunc: npt.NDArray[np.bool_],
+        ids_out: npt.NDArray[np.int64],
+        final_bufs: list[npt.NDArray[np.generic]] | None,
+        unflatten: Callable[[list[npt.NDArray[np.generic]]], object] | None,
+        copy: bool,
+        cores: int = 0,
+    ) -> None: ...
+    def start(self, actions: object) -> bool:
+        """Lockstep: write ``actions`` (None: already written) and dispatch."""
+    def send(self, actions: object, env_ids: object) -> bool:
+        """Write the rows of ``env_ids`` and dispatch them; False: nothing done."""
+    def step(
+        self,
+        actions: object,
+        spin_s: float,
+        first_s: float,
+        reset_infos: list[dict[str, Any]] | None = None,
+        next_check: float = ...,
+    ) -> (
+        int
+        | tuple[
+            object, npt.NDArray[np.float64], npt.NDArray[np.bool_], list[dict[str, Any]], int, int
+        ]
+    ):
+        """:meth:`start` then :meth:`finish`; PARENT_NOT_EXACT when nothing was done."""
+    def finish(
+        self,
+        spin_s: float,
+        first_s: float,
+        reset_infos: list[dict[str, Any]] | None = None,
+        next_check: float = ...,
+    ) -> (
+        int
+        | tuple[
+            object, npt.NDArray[np.float64], npt.NDArray[np.bool_], list[dict[str, Any]], int, int
+        ]
+    ):
+        """PARENT_CHECK_DUE, PARENT_WAITING, or ``(obs, rewards, dones, infos, flagged, ended)``."""
+    def recv(
+        self,
+        k: int,
+        spin_s: float,
+        first_s: float,
+        reset_infos: list[dict[str, Any]] | None = None,
+        next_check: float = ...,
+    ) -> (
+        int
+        | tuple[
+            object,
+            npt.NDArray[np.float64],
+            npt.NDArray[np.bool_],
+            list[dict[str, Any]],
+            npt.NDArray[np.int64],
+            int,
+            int,
+            int,
+        ]
+    ):
+        """PARENT_TOO_FEW, PARENT_CHECK_DUE, PARENT_WAITING, or ``(obs, rewards, dones, infos,
+        env_ids, flagged, ended, in_flight)``."""

@@ -50,7 +50,7 @@ from vecenv._collect import Collector
 from vecenv._engine import State
 from vecenv._options import ENGINE_OPTIONS, check_auto_workers, check_seconds, in_process
 from vecenv._pool import (
-    _NONE,
+    _SLICE_S,
     _Resources,
     _shutdown,
     _usable_cpus,
@@ -65,6 +65,9 @@ from vecenv.errors import (
 )
 
 _OP_STEP, _OP_RESET = int(Op.STEP), int(Op.RESET)  # plain ints for the step path
+# The states the step path sets, as globals (an Enum attribute costs about 0.1 us).
+_IDLE, _NEEDS_RESET = State.IDLE, State.NEEDS_RESET
+_STEP_PENDING, _RUNNING = State.STEP_PENDING, State.RUNNING
 
 
 def autoreset_mode_name(mode: Any, allowed: Sequence[str] = AUTORESET_MODES) -> str:
@@ -167,7 +170,10 @@ class ShmemVecEnv(Collector):
         (tens of microseconds in a VM). Default: 200e-6 while num_workers is at
         most twice the usable cores, else 0 (measured on 2 cores: noop 8 envs
         on 2 workers 183k -> 446k env-steps/s, CartPole 16 envs 109k -> 153k,
-        Pong unchanged; 16 workers on Pong lost 11%).
+        Pong unchanged; 16 workers on Pong lost 11%). The parent does not poll
+        while at least as many workers as usable cores are stepping: it would
+        take a core from one of them (CartPole 16 envs, 2 workers, batch 8:
+        about 1.6x env-steps/s on 2 cores).
     autoreset_mode : {"sb3", "next_step", "same_step", "disabled"}
         What happens when an episode ends. "sb3" (default, as baselines and
         SB3): the env is reset in the same step, the returned observation is
@@ -394,6 +400,7 @@ class ShmemVecEnv(Collector):
         except BaseException:
             self.close()
             raise
+        self._fast = self._make_parent_step()  # the compiled step path, or None
         self._state = State.NEEDS_RESET
 
     # ------------------------------------------------------------ construction
@@ -601,6 +608,19 @@ class ShmemVecEnv(Collector):
             A step is already pending, reset() was not called, or the vec env
             uses batch_size < num_envs (use send/recv).
         """
+        fast = self._fast
+        if (
+            fast is not None
+            and fast.exact_actions
+            and self._state is _IDLE
+            and self.batch_size == self.num_envs
+            and not self.check_actions
+        ):
+            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            if fast.start(actions):
+                self._state = _STEP_PENDING
+                return
+            self._state = _IDLE  # not an exact array: nothing was sent
         self._step_start(actions)
         self._state = State.STEP_PENDING
 
@@ -614,8 +634,40 @@ class ShmemVecEnv(Collector):
         """:meth:`step_async` then :meth:`step_wait`, without passing through
         STEP_PENDING: a Ctrl-C anywhere in it leaves NEEDS_RESET, from which
         :meth:`reset` recovers (see step_wait for what it returns and raises)."""
+        fast = self._fast
+        # The compiled path, unless a caller's single-wait timeout or a restart
+        # to report needs the Python one (which also checks worker liveness
+        # every _SLICE_S: the compiled call leaves that wait to it).
+        if (
+            fast is not None
+            and self._state is _IDLE
+            and self.batch_size == self.num_envs
+            and self._wait_timeout is None
+            and not self._restarted
+        ):
+            if self.check_actions or not fast.exact_actions:
+                self._put_actions(actions)  # idle: an error here sent nothing
+                actions = None
+            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            r = fast.step(actions, self.spin, _SLICE_S, self.reset_infos, self._next_check)
+            if r is _core.PARENT_NOT_EXACT:
+                self._state = _IDLE
+                self._put_actions(actions)
+                self._state = _NEEDS_RESET
+                r = fast.step(None, self.spin, _SLICE_S, self.reset_infos, self._next_check)
+            return self._step_result(r)
         self._step_start(actions)
         return self._step_finish()
+
+    def _step_result(self, r):
+        """The step's result from the compiled path's ``r`` (see ParentStep.finish)."""
+        if type(r) is not tuple:  # the Python wait takes over (after a first slice)
+            return self._step_finish(_SLICE_S if r == _core.PARENT_WAITING else 0.0)
+        obs, rew, dones, infos, flagged, ended = r
+        if flagged or ended:  # the per-env Python part (see ParentStep.finish)
+            self._complete(None, infos, flagged)
+        self._state = _IDLE
+        return obs, rew, dones, infos
 
     def step_wait(self):
         """Wait for the step started by :meth:`step_async`.
@@ -643,30 +695,23 @@ class ShmemVecEnv(Collector):
 
         After any exception (Ctrl-C included) the vec env needs a reset().
         """
-        if self._state is not State.STEP_PENDING:
+        if self._state is not _STEP_PENDING:
             self._guard("step_wait", State.STEP_PENDING)
         # Until this step completes: any exception (Ctrl-C too) leaves a vec
         # env whose reset() drains the envs in flight.
-        self._state = State.NEEDS_RESET
+        self._state = _NEEDS_RESET
+        fast = self._fast
+        if fast is not None and self._wait_timeout is None and not self._restarted:  # see step
+            r = fast.finish(self.spin, _SLICE_S, self.reset_infos, self._next_check)
+            return self._step_result(r)
         return self._step_finish()
 
-    def _step_finish(self):
+    def _step_finish(self, waited: float = 0.0):
         n = self.num_envs
-        self._wait(n, "step", State.STEP_PENDING)
+        self._wait(n, "step", State.STEP_PENDING, waited)
         flagged = self._ctrl.collect_all()
-        infos = [{} for _ in range(n)]
-        ended = np.flatnonzero(self._term | self._trunc) if self._sb3_final else _NONE
-        for i in ended:  # an automatic reset's info, unless a message brings one
-            self.reset_infos[i] = {}
-        if flagged:
-            got, errors = self._read_flagged(range(n))
-            if errors:
-                self._raise_errors(errors)
-            for i, info in got.items():
-                infos[i] = self._split_reset_info(i, self._take_pickled(i, info))
-        self._add_terminal(ended, ended, infos)
-        if self._restarted:
-            self._report_restarts(range(n), infos)
+        infos: List[Dict[str, Any]] = [{} for _ in range(n)]
+        self._complete(None, infos, flagged)
         self._state = State.IDLE
         return self._obs_batch(), self._rew.copy(), self._term | self._trunc, infos
 
@@ -696,6 +741,14 @@ class ShmemVecEnv(Collector):
             Bad actions or env_ids, or an env that is still in flight.
         """
         self._guard("send", State.IDLE, State.RUNNING)
+        fast = self._fast
+        if fast is not None and fast.exact_actions and not self.check_actions:
+            prev = self._state
+            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+            if fast.send(actions, env_ids):
+                self._state = _RUNNING
+                return
+            self._state = prev  # not the plain case: nothing was sent
         ids = check_env_ids(env_ids, self.num_envs)
         busy = ids[self._in_flight[ids]]
         if busy.size:
@@ -713,10 +766,13 @@ class ShmemVecEnv(Collector):
         Returns
         -------
         observations : array, tuple or dict of arrays, each (batch_size, *shape)
-            Rows for ``env_ids``: arrays the caller owns; with ``copy=False`` a
-            buffer reused by the next recv or, when the envs are consecutive,
-            zero-copy views of their shared rows (valid until they are sent
-            again).
+            Rows for ``env_ids``: arrays the caller owns (one block copy when
+            the envs are consecutive, as the whole envs of a worker are); with
+            ``copy=False`` zero-copy views of their shared rows when the envs
+            are consecutive (valid until they are sent again), else a buffer
+            reused by the next recv. With batch_size == envs_per_worker each
+            batch is one worker's envs, consecutive (a worker publishes the
+            envs it was sent together, and the oldest come first).
         rewards : float64 array, (batch_size,)
         dones : bool array, (batch_size,)
         infos : list of batch_size dicts
@@ -731,6 +787,21 @@ class ShmemVecEnv(Collector):
         """
         self._guard("recv", State.RUNNING, State.IDLE)
         k = self.batch_size
+        fast = self._fast
+        waited = 0.0
+        if fast is not None and self._wait_timeout is None and not self._restarted:  # see step
+            prev = self._state
+            self._state = _NEEDS_RESET  # until this batch is collected (see step_wait)
+            r = fast.recv(k, self.spin, _SLICE_S, self.reset_infos, self._next_check)
+            if type(r) is tuple:
+                obs, rew, dones, infos, ids, flagged, ended, left = r
+                if flagged or ended:
+                    self._complete(ids, infos, flagged)
+                self._state = _RUNNING if left else _IDLE
+                return obs, rew, dones, infos, ids
+            self._state = prev
+            if r == _core.PARENT_WAITING:
+                waited = _SLICE_S
         pending = int(self._in_flight.sum())
         if pending < k:
             raise StateError(
@@ -738,7 +809,7 @@ class ShmemVecEnv(Collector):
                 "send() actions for the env_ids of the last recv() first"
             )
         self._state = State.NEEDS_RESET  # until this batch is collected (see step_wait)
-        self._wait(k, "step", State.RUNNING)
+        self._wait(k, "step", State.RUNNING, waited)
         flagged = self._ctrl.collect(k, self._ids_out)
         ids = self._ids_out[:k].copy()
         # copy=False and a batch of consecutive envs: hand out views of their
@@ -747,20 +818,8 @@ class ShmemVecEnv(Collector):
         if not self.copy:
             ids.sort()
             contiguous = int(ids[-1]) - int(ids[0]) == k - 1
-        infos = [{} for _ in range(k)]
-        ended_pos = np.flatnonzero(self._term[ids] | self._trunc[ids]) if self._sb3_final else _NONE
-        for pos in ended_pos:  # an automatic reset's info, unless a message brings one
-            self.reset_infos[int(ids[pos])] = {}
-        if flagged:
-            got, errors = self._read_flagged(ids)
-            if errors:
-                self._raise_errors(errors)
-            pos = {int(e): j for j, e in enumerate(ids)}
-            for i, info in got.items():
-                infos[pos[i]] = self._split_reset_info(i, self._take_pickled(i, info))
-        self._add_terminal(ids[ended_pos], ended_pos, infos)
-        if self._restarted:
-            self._report_restarts(ids, infos)
+        infos: List[Dict[str, Any]] = [{} for _ in range(k)]
+        self._complete(ids, infos, flagged)
         if contiguous:
             lo = int(ids[0])
             leaves = [buf[lo : lo + k] for buf in self._obs_bufs]
@@ -794,6 +853,7 @@ class ShmemVecEnv(Collector):
         self._obs_bufs = self._act_bufs = self._gather_out = self._obs_rows = ()
         self._rew = self._term = self._trunc = self._status = None
         self._ctrl = None
+        self._fast = None
         self._write_actions = None
         self._resources.shutdown(timeout=timeout)
 
