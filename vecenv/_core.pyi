@@ -169,6 +169,7 @@ class WorkerRound:
 
         Raises ValueError after :meth:`close` or for an env outside the worker's.
         """
+
 # The parent's step path in one compiled call (csrc/_parent.pxi).
 PARENT_NOT_EXACT: int  # the actions are not an exact array: nothing was done
 PARENT_WAITING: int  # not all published within the first slice: nothing collected
