@@ -31,8 +31,10 @@ from vecenv.errors import InvalidArgumentError
         # CartPole-like (6 us): both cores from 16 envs (165k against 136k in process).
         (6.0, 16, 16, 2, True, 2),
         (6.0, 16, 256, 2, False, 2),
-        # bigobs (28 KiB frames): in process at 16 envs, workers at 256.
-        (0.3, 28224, 16, 2, True, 0),
+        # bigobs (28 KiB frames): the in-process copy costs more than the
+        # workers' (16 envs: 2 workers 297k env-steps/s, in process 175k).
+        (0.3, 28224, 2, 2, True, 0),
+        (0.3, 28224, 16, 2, True, 2),
         (0.3, 28224, 256, 2, True, 2),
         # Pong-like (200 us): every core, up to one env each.
         (200.0, 100800, 16, 2, True, 2),
@@ -55,6 +57,41 @@ def test_choose_layout_cases(step_us, obs_bytes, num_envs, cores, inprocess, wor
     assert lay.step_us == step_us and lay.predicted_batch_us > 0
     assert f"{num_envs} envs, {cores} usable cores" in lay.why
     assert ("not a candidate" in lay.why) is (not inprocess)
+
+
+@pytest.mark.parametrize(
+    "step_us, cpu_fraction, num_envs, workers",
+    [
+        # An env that sleeps 1 ms a step: 4 workers per core (the most).
+        (1000.0, 0.02, 16, 8),
+        (1000.0, 0.02, 4, 4),
+        # heavytail x16 under load (busy-waits on the wall clock, the probe
+        # got half a core): 4 workers (measured 4.4 ms per batch, 2 workers
+        # 6.1 ms, 16 workers 4.7 ms).
+        (150.0, 0.5, 16, 4),
+        # A cheap env's cost is the CPU work around its step: no workers.
+        (0.3, 0.2, 16, 0),
+    ],
+)
+def test_choose_layout_oversubscribes_only_an_env_that_waits(
+    step_us, cpu_fraction, num_envs, workers
+):
+    lay = al.choose_layout(step_us, 16, num_envs, 2, inprocess=True, cpu_fraction=cpu_fraction)
+    assert lay.num_workers == workers, lay.why
+    assert f"({cpu_fraction:.0%} CPU)" in lay.why
+    if workers > 4:  # more than two per core: they sleep, as ShmemVecEnv's default
+        assert lay.spin == 0.0
+    elif workers:
+        assert lay.spin == al.SPIN_S
+
+
+@pytest.mark.parametrize("cpu_fraction", [0.0, 0.01, 0.1, 0.3, 0.5, 0.9, 1.0])
+@pytest.mark.parametrize("num_envs", [1, 3, 16, 1000])
+def test_choose_layout_bounds_with_a_cpu_fraction(cpu_fraction, num_envs):
+    for step_us in [0.0, 1, 30, 1e3, 1e5]:
+        lay = al.choose_layout(step_us, 64, num_envs, 2, cpu_fraction=cpu_fraction)
+        cap = 2 * min(al.MAX_OVERSUBSCRIPTION, max(1, math.floor(1 / max(cpu_fraction, 0.05))))
+        assert 1 <= lay.num_workers <= min(num_envs, cap), lay.why
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3, 4, 8, 16, 64])
@@ -85,6 +122,12 @@ def test_choose_layout_bounds_and_monotone_in_step_cost(cores, num_envs, inproce
 def test_choose_layout_rejects_bad_inputs(args):
     with pytest.raises(ValueError, match="choose_layout needs"):
         al.choose_layout(*args)
+
+
+@pytest.mark.parametrize("cpu_fraction", [-0.1, 1.5, float("nan")])
+def test_choose_layout_rejects_a_bad_cpu_fraction(cpu_fraction):
+    with pytest.raises(ValueError, match="cpu_fraction in"):
+        al.choose_layout(1.0, 0, 4, 2, cpu_fraction=cpu_fraction)
 
 
 # ---------------------------------------------------------------- the probe
@@ -148,15 +191,32 @@ def test_probe_stops_at_max_steps_and_counts_resets(counted):
 
 def test_probe_leaves_out_preemptions_but_keeps_heavy_tails():
     # 100 chunks of 8 steps at 1 us each; one chunk preempted for 10 ms.
-    chunks = [(8e-6, 8)] * 99 + [(10e-3, 8)]
+    chunks = [(8e-6, 8, 8e-6)] * 99 + [(10e-3, 8, 8e-6)]
     assert al._trimmed_mean(chunks) == pytest.approx(1e-6)
     # A heavy tail in a third of the chunks (one 2 ms step in 8) stays in.
-    tail = [(7 * 50e-6 + 2e-3, 8)] * 34 + [(8 * 50e-6, 8)] * 66
+    tail = [(7 * 50e-6 + 2e-3, 8, 0.0)] * 34 + [(8 * 50e-6, 8, 0.0)] * 66
     mean = sum(c[0] for c in tail) / 800
     assert al._trimmed_mean(tail) == pytest.approx(mean, rel=0.05)
     assert al._trimmed_mean(tail) > 2 * 50e-6  # far above the median step
     # Few chunks: nothing is left out.
-    assert al._trimmed_mean([(1e-3, 8), (9e-3, 2)]) == pytest.approx(1e-3)
+    assert al._trimmed_mean([(1e-3, 8, 0.0), (9e-3, 2, 0.0)]) == pytest.approx(1e-3)
+    # The CPU fraction is over the same chunks: the preempted one is out.
+    assert al._cpu_fraction(chunks) == pytest.approx(1.0)
+    assert al._cpu_fraction([(1e-3, 8, 2.5e-4)] * 10) == pytest.approx(0.25)
+    assert al._cpu_fraction([(1e-3, 8, 2e-3)]) == 1.0  # other threads' CPU: at most 1
+
+
+@pytest.mark.timeout(30)
+def test_probe_sees_that_a_sleeping_env_leaves_the_cpu_idle():
+    # Load can only lower the fraction, so this holds on a busy machine too.
+    class Sleepy(_Counted):
+        def step(self, action):
+            time.sleep(1e-3)
+            return super().step(action)
+
+    p = al.probe(Sleepy, max_seconds=0.05)
+    assert p.steps >= 1 and p.step_us >= 1000
+    assert 0.0 <= p.cpu_fraction < 0.5
 
 
 def test_probe_closes_its_env_when_a_step_raises(counted):

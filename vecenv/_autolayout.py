@@ -16,33 +16,36 @@ Two parts, kept apart so the decision can be tested without timing anything:
   needs worker processes), envs per worker, and whether to spin.
 
 The cost model predicts the microseconds of one lockstep batch for each
-candidate and takes the cheapest. Its constants are the figures of
-``DESIGN.md`` and of a sweep on the project's 2-core VM (2026-12-01; noop,
-CartPole-v1, bigobs at 16 and 256 envs; 1-4 workers with and without
-spinning, gymnasium's SyncVectorEnv as the in-process loop):
+candidate and takes the cheapest. Its constants come from a sweep on the
+project's 2-core VM (2026-12-01, with the compiled worker round and the
+compiled parent step; noop, bigobs, CartPole-v1, HalfCheetah-v5, heavytail at
+2 and 16 envs; in process, 1, 2, 4 and 16 workers, gymnasium's SyncVectorEnv;
+the VM loaded by other sessions, so ratios measured alternately in one run):
 
-* parent, per batch: about 8 us of Python plus about 0.15 us per env
-  (rewards, flags, the list of infos);
-* worker, per env-step beyond ``env.step``: about 1 us (read the action,
-  write the observation, reward and flags);
-* waking the workers: about 2 us plus 1 us per further worker while every
-  poller has a core of its own (parent + workers <= cores), about 13 us more
-  when the parent shares a core with a worker;
-* observations: about 1.3e-4 us per byte through the workers (the worker's
-  write into shared memory and the parent's copy), 6.4e-5 us per byte in
-  process (one copy);
-* in-process: about 6 us per batch plus 0.85 us per env-step beyond
-  ``env.step``.
+* parent, per batch: about 2.5 us (the compiled step) plus 0.15 us per env,
+  plus 4e-5 us per observation byte (its copy out of shared memory);
+* worker, per env-step beyond ``env.step``: about 0.2 us (the compiled
+  round) plus 1e-4 us per observation byte (its write into shared memory);
+* waking the workers: about 8 us plus 1 us per further worker, 7 us more
+  when the parent shares a core with a worker, 5 us per worker beyond the
+  cores (a context switch);
+* in-process: about 9 us per batch (the engine's Python parent path) plus
+  0.4 us per env-step beyond ``env.step`` and 1.6e-4 us per observation byte.
 
-Worker layouts always spin (``spin=200e-6``, ShmemVecEnv's own default up to
-two workers per core): candidates never have more workers than cores, and the
-poll yields the CPU (``sched_yield``), so it never starves a worker, while a
-polling core answers a wake in microseconds where a halted one takes tens.
-The sweep found no cell where sleeping won (noop x16, 2 workers: 483k
-env-steps/s spinning, 217k sleeping; CartPole x16 165k / 119k; Pong x16,
-whose batches last far longer than the window, 7.1k / 6.3k; bigobs x256 a
-tie). Fewer workers than cores win only when the env is so cheap that a
-second wake costs more than the halved work.
+The busiest worker's share of a batch is its envs' wall time, but no less
+than the CPU time of all envs spread over the cores. The probe measures the
+CPU fraction of its steps (process CPU seconds per wall second): an env
+that waits (sleeps, I/O, or busy-waits on the wall clock while other
+processes hold the CPU) is offered up to ``1 / fraction`` workers per core
+(at most 4), whose waits overlap; an env that computes gets one per core.
+
+Worker layouts spin (``spin=200e-6``) up to two workers per core, as
+ShmemVecEnv's own default does, and sleep beyond; the poll yields the CPU
+(``sched_yield``), so it never starves a worker, while a polling core answers
+a wake in microseconds where a halted one takes tens. An earlier sweep found
+no cell with at most one worker per core where sleeping won (noop x16, 2
+workers: 483k env-steps/s spinning, 217k sleeping; CartPole x16 165k / 119k;
+Pong x16 7.1k / 6.3k; bigobs x256 a tie).
 """
 
 from __future__ import annotations
@@ -66,16 +69,20 @@ PROBE_STEPS = 5000
 SPIN_S = 200e-6
 
 # The cost model, in microseconds (see the module docstring for the sources).
-PARENT_BATCH_US = 8.0  # parent's Python per batch step (workers)
+PARENT_BATCH_US = 2.5  # parent's compiled step per batch (workers)
 PARENT_ENV_US = 0.15  # parent's work per env per batch step
-WORKER_ENV_US = 1.0  # worker's work per env-step beyond env.step
-WAKE_SPIN_US = 2.0  # waking one polling worker and seeing its answer
+WORKER_ENV_US = 0.2  # worker's compiled round per env-step beyond env.step
+WAKE_SPIN_US = 8.0  # waking one polling worker and seeing its answer
 WAKE_SPIN_PER_WORKER_US = 1.0  # each further polling worker
-SHARED_CORE_US = 13.0  # the parent polls on a core a worker needs
-COPY_WORKERS_US_PER_BYTE = 1.3e-4  # worker write + parent copy of an observation
-INPROC_BATCH_US = 6.0  # the in-process loop's cost per batch step
-INPROC_ENV_US = 0.85  # ... and per env-step beyond env.step
-COPY_INPROC_US_PER_BYTE = 6.4e-5
+SHARED_CORE_US = 7.0  # the parent polls on a core a worker needs
+OVERSUBSCRIBED_US = 5.0  # a context switch per worker beyond the cores
+COPY_WORKER_US_PER_BYTE = 1.0e-4  # a worker's write of an observation
+COPY_PARENT_US_PER_BYTE = 4.0e-5  # the parent's copy of one, for every env
+INPROC_BATCH_US = 9.0  # the in-process loop's cost per batch step
+INPROC_ENV_US = 0.4  # ... and per env-step beyond env.step
+COPY_INPROC_US_PER_BYTE = 1.6e-4
+MAX_OVERSUBSCRIPTION = 4  # workers at most this many times the cores
+MIN_CPU_FRACTION = 0.05  # a probe's CPU fraction counted at least
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +134,10 @@ class Probe:
         Seconds of the whole probe after the env was built (reset, steps, close).
     obs_bytes : int
         Bytes of one observation (the sum over its array leaves).
+    cpu_fraction : float
+        CPU seconds of this process per wall second over the same chunks, in
+        ``[0, 1]``: below 1 when a step waits (sleep, I/O, a GIL-free call in
+        another process) or when other processes took the CPU from the probe.
     """
 
     step_us: float
@@ -134,6 +145,7 @@ class Probe:
     steps: int
     elapsed_s: float
     obs_bytes: int
+    cpu_fraction: float = 1.0
 
 
 def _nbytes(obs: Any) -> int:
@@ -148,17 +160,28 @@ def _nbytes(obs: Any) -> int:
         return 0
 
 
-def _trimmed_mean(chunks: List[Tuple[float, int]]) -> float:
-    """Seconds per step over the chunks, the slowest 2% of chunks left out
+def _kept(chunks: List[Tuple[float, int, float]]) -> List[Tuple[float, int, float]]:
+    """The chunks ``(wall seconds, steps, CPU seconds)`` less the slowest 2%
     (from 50 chunks on): a preemption of the prober by another process (a
     millisecond on a busy machine) would otherwise count as the env's cost,
     while an env's own slow steps (heavy tails, resets) are in far more
     chunks than that and stay in."""
     if len(chunks) >= 50:
-        chunks = sorted(chunks)[: len(chunks) - len(chunks) // 50]
-    seconds = sum(c[0] for c in chunks)
-    steps = sum(c[1] for c in chunks)
-    return seconds / max(steps, 1)
+        return sorted(chunks)[: len(chunks) - len(chunks) // 50]
+    return chunks
+
+
+def _trimmed_mean(chunks: List[Tuple[float, int, float]]) -> float:
+    """Wall seconds per step over the :func:`_kept` chunks."""
+    kept = _kept(chunks)
+    return sum(c[0] for c in kept) / max(sum(c[1] for c in kept), 1)
+
+
+def _cpu_fraction(chunks: List[Tuple[float, int, float]]) -> float:
+    """CPU seconds per wall second over the :func:`_kept` chunks, in [0, 1]."""
+    kept = _kept(chunks)
+    wall = sum(c[0] for c in kept)
+    return min(1.0, max(0.0, sum(c[2] for c in kept) / wall)) if wall > 0 else 1.0
 
 
 def probe(
@@ -202,8 +225,9 @@ def probe(
         actions = [space.sample() for _ in range(64)]
         step, reset = env.step, env.reset
         steps = 0
-        chunks: List[Tuple[float, int]] = []  # (seconds, steps) per chunk
+        chunks: List[Tuple[float, int, float]] = []  # (seconds, steps, CPU seconds)
         deadline = time.perf_counter() + max_seconds
+        cpu = time.process_time()
         t = time.perf_counter()
         while steps < max_steps:
             # Chunks of up to 8 steps between clock reads: the clock is no
@@ -215,11 +239,13 @@ def probe(
                 if terminated or truncated:
                     reset()
             t_end = time.perf_counter()
-            chunks.append((t_end - t, n))
-            t = t_end
+            cpu_end = time.process_time()
+            chunks.append((t_end - t, n, cpu_end - cpu))
+            t, cpu = t_end, cpu_end
             if t >= deadline:
                 break
         step_s = _trimmed_mean(chunks)
+        cpu_fraction = _cpu_fraction(chunks)
     finally:
         env.close()
     return Probe(
@@ -228,19 +254,40 @@ def probe(
         steps=steps,
         elapsed_s=time.perf_counter() - t0,
         obs_bytes=_nbytes(obs),
+        cpu_fraction=cpu_fraction,
     )
 
 
-def _workers_cost(step_us: float, obs_bytes: int, num_envs: int, cores: int, w: int):
-    """(predicted us per batch, spin seconds) for ``w <= cores`` worker processes."""
+def _max_workers(num_envs: int, cores: int, cpu_fraction: float) -> int:
+    """Most workers worth a candidate: one per core for an env that keeps
+    the CPU busy; for one that waits (CPU fraction f < 1), up to ``1 / f``
+    per core (at most :data:`MAX_OVERSUBSCRIPTION` per core): its waits
+    overlap across processes, its CPU work still shares the cores."""
+    f = max(cpu_fraction, MIN_CPU_FRACTION)
+    per_core = min(MAX_OVERSUBSCRIPTION, max(1, math.floor(1.0 / f + 1e-9)))
+    return min(num_envs, cores * per_core)
+
+
+def _workers_cost(
+    step_us: float, obs_bytes: int, num_envs: int, cores: int, w: int, cpu_fraction: float
+) -> Tuple[float, float]:
+    """(predicted us per batch, spin seconds) for ``w`` worker processes.
+
+    The busiest worker's share of a batch takes its envs' wall time, and no
+    less than all envs' CPU time spread over the cores (which binds only with
+    more workers than cores)."""
     per_worker = math.ceil(num_envs / w)
-    env_us = step_us + WORKER_ENV_US + COPY_WORKERS_US_PER_BYTE * obs_bytes
-    busy_us = per_worker * env_us  # the busiest worker's share of a batch
-    parent_us = PARENT_BATCH_US + PARENT_ENV_US * num_envs
+    overhead_us = WORKER_ENV_US + COPY_WORKER_US_PER_BYTE * obs_bytes
+    wall_us = per_worker * (step_us + overhead_us)
+    cpu_us = num_envs * (step_us * cpu_fraction + overhead_us) / cores
+    busy_us = max(wall_us, cpu_us)
+    parent_us = PARENT_BATCH_US + num_envs * (PARENT_ENV_US + COPY_PARENT_US_PER_BYTE * obs_bytes)
     wake_us = WAKE_SPIN_US + WAKE_SPIN_PER_WORKER_US * (w - 1)
     if w + 1 > cores:  # the parent polls on a core that a worker needs
         wake_us += SHARED_CORE_US
-    return parent_us + wake_us + busy_us, SPIN_S
+    wake_us += OVERSUBSCRIBED_US * max(0, w - cores)
+    # Spinning as ShmemVecEnv's default does: up to two workers per core.
+    return parent_us + wake_us + busy_us, SPIN_S if w <= 2 * cores else 0.0
 
 
 def _inprocess_cost(step_us: float, obs_bytes: int, num_envs: int) -> float:
@@ -255,6 +302,7 @@ def choose_layout(
     cores: int,
     *,
     inprocess: bool = False,
+    cpu_fraction: float = 1.0,
 ) -> Layout:
     """The layout with the least predicted time per lockstep batch.
 
@@ -271,31 +319,40 @@ def choose_layout(
     inprocess : bool
         Whether stepping in the calling process (``num_workers=0``) is
         available; when False only worker layouts are candidates.
+    cpu_fraction : float
+        The probe's CPU seconds per wall second, in ``[0, 1]``
+        (:attr:`Probe.cpu_fraction`); below 1, more workers than cores are
+        candidates (up to ``1 / cpu_fraction`` per core, at most
+        :data:`MAX_OVERSUBSCRIPTION`).
 
     Returns
     -------
     Layout
-        ``num_workers`` in ``[0, min(num_envs, cores)]`` (0 only with
-        ``inprocess``), ``envs_per_worker = ceil(num_envs / num_workers)``,
+        ``num_workers`` in ``[0, min(num_envs, cores)]`` with ``cpu_fraction``
+        1, in ``[0, min(num_envs, MAX_OVERSUBSCRIPTION * cores)]`` below (0
+        only with ``inprocess``), ``envs_per_worker = ceil(num_envs / num_workers)``,
         ``spin`` 0 or :data:`SPIN_S`, the step cost, the prediction and a
         sentence saying why (the runner-up's prediction included).
 
     Raises
     ------
     ValueError
-        A negative cost or size, ``num_envs`` or ``cores`` below 1.
+        A negative cost or size, ``num_envs`` or ``cores`` below 1, or
+        ``cpu_fraction`` outside ``[0, 1]``.
     """
     if not step_us >= 0 or obs_bytes < 0 or num_envs < 1 or cores < 1:
         raise ValueError(
             f"choose_layout needs step_us >= 0, obs_bytes >= 0, num_envs >= 1 and cores >= 1; "
             f"got {step_us}, {obs_bytes}, {num_envs}, {cores}"
         )
+    if not 0.0 <= cpu_fraction <= 1.0:
+        raise ValueError(f"choose_layout needs cpu_fraction in [0, 1]; got {cpu_fraction}")
     # (predicted us, num_workers, spin); fewer workers first, so a tie keeps fewer.
     cands: List[Tuple[float, int, float]] = []
     if inprocess:
         cands.append((_inprocess_cost(step_us, obs_bytes, num_envs), 0, 0.0))
-    for w in range(1, min(num_envs, cores) + 1):
-        cost, spin = _workers_cost(step_us, obs_bytes, num_envs, cores, w)
+    for w in range(1, _max_workers(num_envs, cores, cpu_fraction) + 1):
+        cost, spin = _workers_cost(step_us, obs_bytes, num_envs, cores, w, cpu_fraction)
         cands.append((cost, w, spin))
     ranked = sorted(cands, key=lambda c: c[0])
     cost, w, spin = ranked[0]
@@ -310,7 +367,8 @@ def choose_layout(
         )
 
     why = (
-        f"env.step {step_us:.1f} us, observation {obs_bytes} bytes, {num_envs} envs, "
+        f"env.step {step_us:.1f} us ({cpu_fraction:.0%} CPU), observation {obs_bytes} bytes, "
+        f"{num_envs} envs, "
         f"{cores} usable cores: {name(w, spin)}, predicted {cost:.0f} us per batch"
     )
     if len(ranked) > 1:
@@ -354,7 +412,14 @@ def auto_layout(
         )
         _log.warning("num_workers='auto': %s", layout.why)
         return layout
-    layout = choose_layout(p.step_us, p.obs_bytes, num_envs, cores, inprocess=inprocess)
+    layout = choose_layout(
+        p.step_us,
+        p.obs_bytes,
+        num_envs,
+        cores,
+        inprocess=inprocess,
+        cpu_fraction=p.cpu_fraction,
+    )
     _log.info(
         "num_workers='auto': %s (probe: %d steps in %.3f s)", layout.why, p.steps, p.elapsed_s
     )
