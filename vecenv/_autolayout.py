@@ -54,6 +54,7 @@ import copy
 import dataclasses
 import logging
 import math
+import pickle
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -64,6 +65,8 @@ _log = logging.getLogger("vecenv")
 #: Seconds the probe may step the env (after its reset), and at most this many steps.
 PROBE_SECONDS = 0.1
 PROBE_STEPS = 5000
+#: Non-empty infos the probe keeps to time their pickling.
+PROBE_INFOS = 16
 
 #: The spin window chosen when spinning pays (ShmemVecEnv's own default).
 SPIN_S = 200e-6
@@ -81,6 +84,9 @@ COPY_PARENT_US_PER_BYTE = 4.0e-5  # the parent's copy of one, for every env
 INPROC_BATCH_US = 9.0  # the in-process loop's cost per batch step
 INPROC_ENV_US = 0.4  # ... and per env-step beyond env.step
 COPY_INPROC_US_PER_BYTE = 1.6e-4
+INFO_MSG_US = 12.0  # a worker's round message of infos: its send, the parent's receipt
+INFO_MSG_INPROC_US = 1.0  # ... in process (kept, not sent)
+INFO_DUMPS_SHARE = 0.75  # of an info's pickle round trip, the dumps (the worker's part)
 MAX_OVERSUBSCRIPTION = 4  # workers at most this many times the cores
 MIN_CPU_FRACTION = 0.05  # a probe's CPU fraction counted at least
 
@@ -138,6 +144,13 @@ class Probe:
         CPU seconds of this process per wall second over the same chunks, in
         ``[0, 1]``: below 1 when a step waits (sleep, I/O, a GIL-free call in
         another process) or when other processes took the CPU from the probe.
+    info_fraction : float
+        Fraction of the timed steps whose info dict was not empty.
+    info_us : float
+        Median microseconds to pickle and unpickle one such info (a worker
+        sends its round's infos pickled; the in-process engine pickles them
+        too), timed after the steps on up to :data:`PROBE_INFOS` of them; 0
+        when none was seen or one cannot be pickled.
     """
 
     step_us: float
@@ -146,6 +159,8 @@ class Probe:
     elapsed_s: float
     obs_bytes: int
     cpu_fraction: float = 1.0
+    info_fraction: float = 0.0
+    info_us: float = 0.0
 
 
 def _nbytes(obs: Any) -> int:
@@ -226,6 +241,8 @@ def probe(
         step, reset = env.step, env.reset
         steps = 0
         chunks: List[Tuple[float, int, float]] = []  # (seconds, steps, CPU seconds)
+        infos: List[Any] = []  # up to PROBE_INFOS non-empty infos, timed after the steps
+        with_info = 0
         deadline = time.perf_counter() + max_seconds
         cpu = time.process_time()
         t = time.perf_counter()
@@ -234,8 +251,12 @@ def probe(
             # small part of a step that costs a fraction of a microsecond.
             n = min(8, max_steps - steps)
             for _ in range(n):
-                _, _, terminated, truncated, _ = step(actions[steps & 63])
+                _, _, terminated, truncated, info = step(actions[steps & 63])
                 steps += 1
+                if info:
+                    with_info += 1
+                    if len(infos) < PROBE_INFOS:
+                        infos.append(info)
                 if terminated or truncated:
                     reset()
             t_end = time.perf_counter()
@@ -246,6 +267,7 @@ def probe(
                 break
         step_s = _trimmed_mean(chunks)
         cpu_fraction = _cpu_fraction(chunks)
+        info_us = _pickle_us(infos)
     finally:
         env.close()
     return Probe(
@@ -255,7 +277,24 @@ def probe(
         elapsed_s=time.perf_counter() - t0,
         obs_bytes=_nbytes(obs),
         cpu_fraction=cpu_fraction,
+        info_fraction=with_info / max(steps, 1),
+        info_us=info_us,
     )
+
+
+def _pickle_us(infos: List[Any]) -> float:
+    """Median microseconds of ``pickle.loads(pickle.dumps(info))`` over
+    ``infos`` (0 for none, or when one cannot be pickled: the engine then
+    reports it as the env's error, whatever the layout)."""
+    times = []
+    try:
+        for info in infos:
+            t = time.perf_counter()
+            pickle.loads(pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL))
+            times.append(time.perf_counter() - t)
+    except Exception:
+        return 0.0
+    return float(np.median(times)) * 1e6 if times else 0.0
 
 
 def _max_workers(num_envs: int, cores: int, cpu_fraction: float) -> int:
@@ -269,19 +308,33 @@ def _max_workers(num_envs: int, cores: int, cpu_fraction: float) -> int:
 
 
 def _workers_cost(
-    step_us: float, obs_bytes: int, num_envs: int, cores: int, w: int, cpu_fraction: float
+    step_us: float,
+    obs_bytes: int,
+    num_envs: int,
+    cores: int,
+    w: int,
+    cpu_fraction: float,
+    info_fraction: float = 0.0,
+    info_us: float = 0.0,
 ) -> Tuple[float, float]:
     """(predicted us per batch, spin seconds) for ``w`` worker processes.
 
     The busiest worker's share of a batch takes its envs' wall time, and no
     less than all envs' CPU time spread over the cores (which binds only with
-    more workers than cores)."""
+    more workers than cores). Infos: the worker pickles its envs', the
+    parent receives one message from each worker that has any and unpickles
+    them."""
     per_worker = math.ceil(num_envs / w)
     overhead_us = WORKER_ENV_US + COPY_WORKER_US_PER_BYTE * obs_bytes
+    overhead_us += info_fraction * INFO_DUMPS_SHARE * info_us
     wall_us = per_worker * (step_us + overhead_us)
     cpu_us = num_envs * (step_us * cpu_fraction + overhead_us) / cores
     busy_us = max(wall_us, cpu_us)
     parent_us = PARENT_BATCH_US + num_envs * (PARENT_ENV_US + COPY_PARENT_US_PER_BYTE * obs_bytes)
+    if info_fraction > 0:
+        any_info = 1.0 - (1.0 - info_fraction) ** per_worker  # a worker's round has an info
+        parent_us += w * any_info * INFO_MSG_US
+        parent_us += num_envs * info_fraction * (1.0 - INFO_DUMPS_SHARE) * info_us
     wake_us = WAKE_SPIN_US + WAKE_SPIN_PER_WORKER_US * (w - 1)
     if w + 1 > cores:  # the parent polls on a core that a worker needs
         wake_us += SHARED_CORE_US
@@ -290,9 +343,16 @@ def _workers_cost(
     return parent_us + wake_us + busy_us, SPIN_S if w <= 2 * cores else 0.0
 
 
-def _inprocess_cost(step_us: float, obs_bytes: int, num_envs: int) -> float:
+def _inprocess_cost(
+    step_us: float,
+    obs_bytes: int,
+    num_envs: int,
+    info_fraction: float = 0.0,
+    info_us: float = 0.0,
+) -> float:
     env_us = step_us + INPROC_ENV_US + COPY_INPROC_US_PER_BYTE * obs_bytes
-    return INPROC_BATCH_US + num_envs * env_us
+    env_us += info_fraction * info_us
+    return INPROC_BATCH_US + num_envs * env_us + (INFO_MSG_INPROC_US if info_fraction else 0.0)
 
 
 def choose_layout(
@@ -303,6 +363,8 @@ def choose_layout(
     *,
     inprocess: bool = False,
     cpu_fraction: float = 1.0,
+    info_fraction: float = 0.0,
+    info_us: float = 0.0,
 ) -> Layout:
     """The layout with the least predicted time per lockstep batch.
 
@@ -324,6 +386,12 @@ def choose_layout(
         (:attr:`Probe.cpu_fraction`); below 1, more workers than cores are
         candidates (up to ``1 / cpu_fraction`` per core, at most
         :data:`MAX_OVERSUBSCRIPTION`).
+    info_fraction : float
+        Fraction of steps that return a non-empty info, in ``[0, 1]``
+        (:attr:`Probe.info_fraction`).
+    info_us : float
+        Microseconds to pickle and unpickle one such info (>= 0,
+        :attr:`Probe.info_us`).
 
     Returns
     -------
@@ -338,7 +406,8 @@ def choose_layout(
     ------
     ValueError
         A negative cost or size, ``num_envs`` or ``cores`` below 1, or
-        ``cpu_fraction`` outside ``[0, 1]``.
+        ``cpu_fraction`` or ``info_fraction`` outside ``[0, 1]``, a negative
+        ``info_us``.
     """
     if not step_us >= 0 or obs_bytes < 0 or num_envs < 1 or cores < 1:
         raise ValueError(
@@ -347,12 +416,18 @@ def choose_layout(
         )
     if not 0.0 <= cpu_fraction <= 1.0:
         raise ValueError(f"choose_layout needs cpu_fraction in [0, 1]; got {cpu_fraction}")
+    if not 0.0 <= info_fraction <= 1.0 or not info_us >= 0:
+        raise ValueError(
+            f"choose_layout needs info_fraction in [0, 1] and info_us >= 0; "
+            f"got {info_fraction}, {info_us}"
+        )
+    info = (info_fraction, info_us)
     # (predicted us, num_workers, spin); fewer workers first, so a tie keeps fewer.
     cands: List[Tuple[float, int, float]] = []
     if inprocess:
-        cands.append((_inprocess_cost(step_us, obs_bytes, num_envs), 0, 0.0))
+        cands.append((_inprocess_cost(step_us, obs_bytes, num_envs, *info), 0, 0.0))
     for w in range(1, _max_workers(num_envs, cores, cpu_fraction) + 1):
-        cost, spin = _workers_cost(step_us, obs_bytes, num_envs, cores, w, cpu_fraction)
+        cost, spin = _workers_cost(step_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info)
         cands.append((cost, w, spin))
     ranked = sorted(cands, key=lambda c: c[0])
     cost, w, spin = ranked[0]
@@ -366,9 +441,14 @@ def choose_layout(
             ", spinning" if spin_ else ", sleeping"
         )
 
+    infos = (
+        f"infos in {info_fraction:.0%} of steps ({info_us:.1f} us to pickle), "
+        if info_fraction
+        else ""
+    )
     why = (
         f"env.step {step_us:.1f} us ({cpu_fraction:.0%} CPU), observation {obs_bytes} bytes, "
-        f"{num_envs} envs, "
+        f"{infos}{num_envs} envs, "
         f"{cores} usable cores: {name(w, spin)}, predicted {cost:.0f} us per batch"
     )
     if len(ranked) > 1:
@@ -419,6 +499,8 @@ def auto_layout(
         cores,
         inprocess=inprocess,
         cpu_fraction=p.cpu_fraction,
+        info_fraction=p.info_fraction,
+        info_us=p.info_us,
     )
     _log.info(
         "num_workers='auto': %s (probe: %d steps in %.3f s)", layout.why, p.steps, p.elapsed_s
