@@ -650,7 +650,7 @@ class ShmemVecEnv(Collector):
                 actions = None
             self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
             r = fast.step(actions, self.spin, _SLICE_S, self.reset_infos, self._next_check)
-            if r is _core.PARENT_NOT_EXACT:
+            if r == _core.PARENT_NOT_EXACT:
                 self._state = _IDLE
                 self._put_actions(actions)
                 self._state = _NEEDS_RESET
