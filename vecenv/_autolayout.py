@@ -65,6 +65,8 @@ _log = logging.getLogger("vecenv")
 #: Seconds the probe may step the env (after its reset), and at most this many steps.
 PROBE_SECONDS = 0.1
 PROBE_STEPS = 5000
+#: Seconds between the probe's samples of the runnable tasks.
+LOAD_SAMPLE_S = 0.005
 #: Non-empty infos the probe keeps to time their pickling.
 PROBE_INFOS = 16
 
@@ -75,15 +77,15 @@ SPIN_S = 200e-6
 PARENT_BATCH_US = 2.5  # parent's compiled step per batch (workers)
 PARENT_ENV_US = 0.15  # parent's work per env per batch step
 WORKER_ENV_US = 0.2  # worker's compiled round per env-step beyond env.step
-WAKE_SPIN_US = 8.0  # waking one polling worker and seeing its answer
+WAKE_SPIN_US = 4.0  # waking one polling worker and seeing its answer
 WAKE_SPIN_PER_WORKER_US = 1.0  # each further polling worker
-SHARED_CORE_US = 7.0  # the parent polls on a core a worker needs
+SHARED_CORE_US = 9.0  # the parent polls on a core a worker needs
 OVERSUBSCRIBED_US = 5.0  # a context switch per worker beyond the cores
 COPY_WORKER_US_PER_BYTE = 1.0e-4  # a worker's write of an observation
 COPY_PARENT_US_PER_BYTE = 4.0e-5  # the parent's copy of one, for every env
-INPROC_BATCH_US = 9.0  # the in-process loop's cost per batch step
-INPROC_ENV_US = 0.4  # ... and per env-step beyond env.step
-COPY_INPROC_US_PER_BYTE = 1.6e-4
+INPROC_BATCH_US = 7.0  # the in-process loop's cost per batch step
+INPROC_ENV_US = 0.1  # ... and per env-step beyond env.step
+COPY_INPROC_US_PER_BYTE = 6.4e-5
 INFO_MSG_US = 12.0  # a worker's round message of infos: its send, the parent's receipt
 INFO_MSG_INPROC_US = 1.0  # ... in process (kept, not sent)
 INFO_DUMPS_SHARE = 0.75  # of an info's pickle round trip, the dumps (the worker's part)
@@ -151,6 +153,11 @@ class Probe:
         sends its round's infos pickled; the in-process engine pickles them
         too), timed after the steps on up to :data:`PROBE_INFOS` of them; 0
         when none was seen or one cannot be pickled.
+    busy_cores : float
+        Mean number of other runnable tasks while the probe ran (the
+        kernel's count of runnable tasks in ``/proc/loadavg``, sampled about
+        every :data:`LOAD_SAMPLE_S`, less the prober itself); 0 where that
+        file does not exist.
     """
 
     step_us: float
@@ -161,6 +168,7 @@ class Probe:
     cpu_fraction: float = 1.0
     info_fraction: float = 0.0
     info_us: float = 0.0
+    busy_cores: float = 0.0
 
 
 def _nbytes(obs: Any) -> int:
@@ -244,6 +252,8 @@ def probe(
         infos: List[Any] = []  # up to PROBE_INFOS non-empty infos, timed after the steps
         with_info = 0
         deadline = time.perf_counter() + max_seconds
+        load: List[int] = []  # runnable tasks, the prober included
+        next_sample = 0.0
         cpu = time.process_time()
         t = time.perf_counter()
         while steps < max_steps:
@@ -262,6 +272,13 @@ def probe(
             t_end = time.perf_counter()
             cpu_end = time.process_time()
             chunks.append((t_end - t, n, cpu_end - cpu))
+            if t_end >= next_sample:  # outside the timed chunks
+                n_run = _runnable()
+                if n_run is not None:
+                    load.append(n_run)
+                next_sample = time.perf_counter() + LOAD_SAMPLE_S
+                t_end = time.perf_counter()
+                cpu_end = time.process_time()
             t, cpu = t_end, cpu_end
             if t >= deadline:
                 break
@@ -279,7 +296,18 @@ def probe(
         cpu_fraction=cpu_fraction,
         info_fraction=with_info / max(steps, 1),
         info_us=info_us,
+        busy_cores=max(0.0, float(np.mean(load)) - 1.0) if load else 0.0,
     )
+
+
+def _runnable() -> Optional[int]:
+    """Runnable tasks on the machine now (``/proc/loadavg``'s fourth field,
+    ``running/total``), or None where it cannot be read."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _pickle_us(infos: List[Any]) -> float:
@@ -307,6 +335,15 @@ def _max_workers(num_envs: int, cores: int, cpu_fraction: float) -> int:
     return min(num_envs, cores * per_core)
 
 
+def _share(n: int, cores: int, busy_cores: float) -> float:
+    """Cores that ``n`` busy processes of ours get next to ``busy_cores``
+    other runnable tasks: one each while there are enough, else their fair
+    share."""
+    if n + busy_cores <= cores:
+        return float(n)
+    return cores * n / (n + busy_cores)
+
+
 def _workers_cost(
     step_us: float,
     obs_bytes: int,
@@ -316,19 +353,22 @@ def _workers_cost(
     cpu_fraction: float,
     info_fraction: float = 0.0,
     info_us: float = 0.0,
+    busy_cores: float = 0.0,
 ) -> Tuple[float, float]:
     """(predicted us per batch, spin seconds) for ``w`` worker processes.
 
     The busiest worker's share of a batch takes its envs' wall time, and no
     less than all envs' CPU time spread over the cores (which binds only with
-    more workers than cores). Infos: the worker pickles its envs', the
+    more workers than cores, or than the cores that ``busy_cores`` other
+    runnable tasks leave: the kernel shares the cores fairly among all
+    runnable tasks). Infos: the worker pickles its envs', the
     parent receives one message from each worker that has any and unpickles
     them."""
     per_worker = math.ceil(num_envs / w)
     overhead_us = WORKER_ENV_US + COPY_WORKER_US_PER_BYTE * obs_bytes
     overhead_us += info_fraction * INFO_DUMPS_SHARE * info_us
     wall_us = per_worker * (step_us + overhead_us)
-    cpu_us = num_envs * (step_us * cpu_fraction + overhead_us) / cores
+    cpu_us = num_envs * (step_us * cpu_fraction + overhead_us) / _share(w, cores, busy_cores)
     busy_us = max(wall_us, cpu_us)
     parent_us = PARENT_BATCH_US + num_envs * (PARENT_ENV_US + COPY_PARENT_US_PER_BYTE * obs_bytes)
     if info_fraction > 0:
@@ -336,7 +376,7 @@ def _workers_cost(
         parent_us += w * any_info * INFO_MSG_US
         parent_us += num_envs * info_fraction * (1.0 - INFO_DUMPS_SHARE) * info_us
     wake_us = WAKE_SPIN_US + WAKE_SPIN_PER_WORKER_US * (w - 1)
-    if w + 1 > cores:  # the parent polls on a core that a worker needs
+    if w + 1 + round(busy_cores) > cores:  # the parent polls on a core that a worker needs
         wake_us += SHARED_CORE_US
     wake_us += OVERSUBSCRIBED_US * max(0, w - cores)
     # Spinning as ShmemVecEnv's default does: up to two workers per core.
@@ -365,6 +405,7 @@ def choose_layout(
     cpu_fraction: float = 1.0,
     info_fraction: float = 0.0,
     info_us: float = 0.0,
+    busy_cores: float = 0.0,
 ) -> Layout:
     """The layout with the least predicted time per lockstep batch.
 
@@ -392,6 +433,9 @@ def choose_layout(
     info_us : float
         Microseconds to pickle and unpickle one such info (>= 0,
         :attr:`Probe.info_us`).
+    busy_cores : float
+        Other runnable tasks on the machine (>= 0, :attr:`Probe.busy_cores`):
+        the workers share the cores with them.
 
     Returns
     -------
@@ -416,6 +460,8 @@ def choose_layout(
         )
     if not 0.0 <= cpu_fraction <= 1.0:
         raise ValueError(f"choose_layout needs cpu_fraction in [0, 1]; got {cpu_fraction}")
+    if not busy_cores >= 0:
+        raise ValueError(f"choose_layout needs busy_cores >= 0; got {busy_cores}")
     if not 0.0 <= info_fraction <= 1.0 or not info_us >= 0:
         raise ValueError(
             f"choose_layout needs info_fraction in [0, 1] and info_us >= 0; "
@@ -427,7 +473,9 @@ def choose_layout(
     if inprocess:
         cands.append((_inprocess_cost(step_us, obs_bytes, num_envs, *info), 0, 0.0))
     for w in range(1, _max_workers(num_envs, cores, cpu_fraction) + 1):
-        cost, spin = _workers_cost(step_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info)
+        cost, spin = _workers_cost(
+            step_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info, busy_cores
+        )
         cands.append((cost, w, spin))
     ranked = sorted(cands, key=lambda c: c[0])
     cost, w, spin = ranked[0]
@@ -449,7 +497,9 @@ def choose_layout(
     why = (
         f"env.step {step_us:.1f} us ({cpu_fraction:.0%} CPU), observation {obs_bytes} bytes, "
         f"{infos}{num_envs} envs, "
-        f"{cores} usable cores: {name(w, spin)}, predicted {cost:.0f} us per batch"
+        f"{cores} usable cores"
+        + (f" ({busy_cores:.1f} busy with other tasks)" if busy_cores else "")
+        + f": {name(w, spin)}, predicted {cost:.0f} us per batch"
     )
     if len(ranked) > 1:
         c2, w2, s2 = ranked[1]
@@ -501,6 +551,7 @@ def auto_layout(
         cpu_fraction=p.cpu_fraction,
         info_fraction=p.info_fraction,
         info_us=p.info_us,
+        busy_cores=p.busy_cores,
     )
     _log.info(
         "num_workers='auto': %s (probe: %d steps in %.3f s)", layout.why, p.steps, p.elapsed_s
