@@ -89,6 +89,7 @@ COPY_INPROC_US_PER_BYTE = 6.4e-5
 INFO_MSG_US = 12.0  # a worker's round message of infos: its send, the parent's receipt
 INFO_MSG_INPROC_US = 1.0  # ... in process (kept, not sent)
 INFO_DUMPS_SHARE = 0.75  # of an info's pickle round trip, the dumps (the worker's part)
+CONTENDED_WAKE_US = 40.0  # per worker and busy core: a woken worker waits for its turn
 MAX_OVERSUBSCRIPTION = 4  # workers at most this many times the cores
 MIN_CPU_FRACTION = 0.05  # a probe's CPU fraction counted at least
 
@@ -379,6 +380,7 @@ def _workers_cost(
     if w + 1 + round(busy_cores) > cores:  # the parent polls on a core that a worker needs
         wake_us += SHARED_CORE_US
     wake_us += OVERSUBSCRIBED_US * max(0, w - cores)
+    wake_us += CONTENDED_WAKE_US * busy_cores * w
     # Spinning as ShmemVecEnv's default does: up to two workers per core.
     return parent_us + wake_us + busy_us, SPIN_S if w <= 2 * cores else 0.0
 
@@ -468,6 +470,9 @@ def choose_layout(
             f"got {info_fraction}, {info_us}"
         )
     info = (info_fraction, info_us)
+    # Other tasks count as far as they took the CPU from the probe (a probe
+    # that kept its core saw no contention, whatever the runnable count).
+    busy_cores = min(busy_cores, cores * (1.0 / max(cpu_fraction, MIN_CPU_FRACTION) - 1.0))
     # (predicted us, num_workers, spin); fewer workers first, so a tie keeps fewer.
     cands: List[Tuple[float, int, float]] = []
     if inprocess:
@@ -498,7 +503,7 @@ def choose_layout(
         f"env.step {step_us:.1f} us ({cpu_fraction:.0%} CPU), observation {obs_bytes} bytes, "
         f"{infos}{num_envs} envs, "
         f"{cores} usable cores"
-        + (f" ({busy_cores:.1f} busy with other tasks)" if busy_cores else "")
+        + (f" ({busy_cores:.1f} busy with other tasks)" if busy_cores >= 0.05 else "")
         + f": {name(w, spin)}, predicted {cost:.0f} us per batch"
     )
     if len(ranked) > 1:
