@@ -26,11 +26,14 @@ the VM loaded by other sessions, so ratios measured alternately in one run):
   plus 4e-5 us per observation byte (its copy out of shared memory);
 * worker, per env-step beyond ``env.step``: about 0.2 us (the compiled
   round) plus 1e-4 us per observation byte (its write into shared memory);
-* waking the workers: about 8 us plus 1 us per further worker, 7 us more
+* waking the workers: about 4 us plus 1 us per further worker, 9 us more
   when the parent shares a core with a worker, 5 us per worker beyond the
-  cores (a context switch);
-* in-process: about 9 us per batch (the engine's Python parent path) plus
-  0.4 us per env-step beyond ``env.step`` and 1.6e-4 us per observation byte.
+  cores (a context switch), 40 us per worker and busy core (below);
+* in-process: about 7 us per batch (the engine's Python parent path) plus
+  0.1 us per env-step beyond ``env.step`` and 6.4e-5 us per observation byte;
+* infos: pickling and unpickling each non-empty one (timed by the probe;
+  the worker's dumps, the parent's loads, in process both), plus 12 us per
+  worker whose round has any (its message).
 
 The busiest worker's share of a batch is its envs' wall time, but no less
 than the CPU time of all envs spread over the cores. The probe measures the
@@ -38,6 +41,9 @@ CPU fraction of its steps (process CPU seconds per wall second): an env
 that waits (sleeps, I/O, or busy-waits on the wall clock while other
 processes hold the CPU) is offered up to ``1 / fraction`` workers per core
 (at most 4), whose waits overlap; an env that computes gets one per core.
+Other runnable tasks (``/proc/loadavg``, sampled during the probe) count as
+far as they took the CPU from the probe: the workers get their fair share of
+the cores next to them, and each wake waits for a turn.
 
 Worker layouts spin (``spin=200e-6``) up to two workers per core, as
 ShmemVecEnv's own default does, and sleep beyond; the poll yields the CPU
