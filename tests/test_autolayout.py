@@ -20,20 +20,22 @@ from vecenv.errors import InvalidArgumentError
 @pytest.mark.parametrize(
     "step_us, obs_bytes, num_envs, cores, inprocess, workers",
     [
-        # A noop-like env (0.3 us): in process when it can; otherwise one
-        # worker, whose wake is cheaper than halving 16 tiny steps (measured
-        # on 2 cores: 1 worker 542k env-steps/s, 2 workers 483k).
+        # A noop-like env (0.3 us): in process when it can (measured on 2
+        # cores with the compiled paths, 16 envs: in process 1.07M
+        # env-steps/s, 1 worker 0.80M, 2 workers 0.70M; 256 envs: 2.05M,
+        # 2 workers 1.80M); otherwise one worker at 16 envs, both cores at 256.
         (0.3, 16, 16, 2, True, 0),
         (0.3, 16, 16, 2, False, 1),
-        # ... but 256 of them: one worker per core (2 workers 1.13M, in process 0.89M).
-        (0.3, 16, 256, 2, True, 2),
+        (0.3, 16, 256, 2, True, 0),
         (0.3, 16, 256, 2, False, 2),
         # CartPole-like (6 us): both cores from 16 envs (165k against 136k in process).
         (6.0, 16, 16, 2, True, 2),
         (6.0, 16, 256, 2, False, 2),
-        # bigobs (28 KiB frames): in process at 16 envs, workers at 256.
+        # bigobs (28 KiB frames): in process (16 envs: 353k env-steps/s,
+        # 2 workers 286k): a worker's frame is copied twice, in and out.
+        (0.3, 28224, 2, 2, True, 0),
         (0.3, 28224, 16, 2, True, 0),
-        (0.3, 28224, 256, 2, True, 2),
+        (0.3, 28224, 256, 2, False, 2),
         # Pong-like (200 us): every core, up to one env each.
         (200.0, 100800, 16, 2, True, 2),
         (200.0, 100800, 16, 16, True, 16),
@@ -53,8 +55,43 @@ def test_choose_layout_cases(step_us, obs_bytes, num_envs, cores, inprocess, wor
     else:
         assert lay.envs_per_worker == num_envs and lay.spin == 0.0
     assert lay.step_us == step_us and lay.predicted_batch_us > 0
-    assert f"{num_envs} envs, {cores} usable cores" in lay.why
+    assert f"{num_envs} envs, {cores} usable cores:" in lay.why
     assert ("not a candidate" in lay.why) is (not inprocess)
+
+
+@pytest.mark.parametrize(
+    "step_us, cpu_fraction, num_envs, workers",
+    [
+        # An env that sleeps 1 ms a step: 4 workers per core (the most).
+        (1000.0, 0.02, 16, 8),
+        (1000.0, 0.02, 4, 4),
+        # heavytail x16 under load (busy-waits on the wall clock, the probe
+        # got half a core): 4 workers (measured 4.4 ms per batch, 2 workers
+        # 6.1 ms, 16 workers 4.7 ms).
+        (150.0, 0.5, 16, 4),
+        # A cheap env's cost is the CPU work around its step: no workers.
+        (0.3, 0.2, 16, 0),
+    ],
+)
+def test_choose_layout_oversubscribes_only_an_env_that_waits(
+    step_us, cpu_fraction, num_envs, workers
+):
+    lay = al.choose_layout(step_us, 16, num_envs, 2, inprocess=True, cpu_fraction=cpu_fraction)
+    assert lay.num_workers == workers, lay.why
+    assert f"({cpu_fraction:.0%} CPU)" in lay.why
+    if workers > 4:  # more than two per core: they sleep, as ShmemVecEnv's default
+        assert lay.spin == 0.0
+    elif workers:
+        assert lay.spin == al.SPIN_S
+
+
+@pytest.mark.parametrize("cpu_fraction", [0.0, 0.01, 0.1, 0.3, 0.5, 0.9, 1.0])
+@pytest.mark.parametrize("num_envs", [1, 3, 16, 1000])
+def test_choose_layout_bounds_with_a_cpu_fraction(cpu_fraction, num_envs):
+    for step_us in [0.0, 1, 30, 1e3, 1e5]:
+        lay = al.choose_layout(step_us, 64, num_envs, 2, cpu_fraction=cpu_fraction)
+        cap = 2 * min(al.MAX_OVERSUBSCRIPTION, max(1, math.floor(1 / max(cpu_fraction, 0.05))))
+        assert 1 <= lay.num_workers <= min(num_envs, cap), lay.why
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3, 4, 8, 16, 64])
@@ -85,6 +122,49 @@ def test_choose_layout_bounds_and_monotone_in_step_cost(cores, num_envs, inproce
 def test_choose_layout_rejects_bad_inputs(args):
     with pytest.raises(ValueError, match="choose_layout needs"):
         al.choose_layout(*args)
+
+
+def test_choose_layout_counts_the_pickling_of_infos():
+    """Infos cost the pickling in every layout, and workers a message each:
+    a cheap env with a small info in every step stays in process (measured,
+    4 floats: in process 39 us per batch of 16, 1 worker 57 us, 2 workers
+    84 us), and the prediction grows by the pickling at least."""
+    plain = al.choose_layout(0.5, 16, 16, 2, inprocess=True)
+    costly = al.choose_layout(0.5, 16, 16, 2, inprocess=True, info_fraction=1.0, info_us=2.5)
+    assert costly.num_workers == 0, costly.why
+    assert "infos in 100% of steps (2.5 us to pickle)" in costly.why
+    assert costly.predicted_batch_us >= plain.predicted_batch_us + 16 * 2.5
+    # An env whose step dwarfs its infos still gets every core.
+    assert al.choose_layout(500.0, 16, 16, 2, info_fraction=1.0, info_us=15.0).num_workers == 2
+    with pytest.raises(ValueError, match="info_fraction in"):
+        al.choose_layout(1.0, 0, 4, 2, info_fraction=2.0)
+    with pytest.raises(ValueError, match="info_us >= 0"):
+        al.choose_layout(1.0, 0, 4, 2, info_us=-1.0)
+
+
+def test_choose_layout_shares_the_cores_with_other_busy_tasks():
+    """Other runnable tasks that took the CPU from the probe take their fair
+    share of the cores and delay each wake: HalfCheetah-v5 x2 probed at 56%
+    CPU next to 2 runnable tasks is stepped in process (measured there: in
+    process 10.7k env-steps/s, 2 workers 7.0k), in workers when the machine
+    is idle; a probe that kept its core saw no contention."""
+    cheetah = dict(info_fraction=1.0, info_us=17.6, inprocess=True)
+    assert al.choose_layout(39.8, 136, 2, 2, **cheetah).num_workers == 2
+    busy = al.choose_layout(72.6, 136, 2, 2, busy_cores=2.0, cpu_fraction=0.56, **cheetah)
+    assert busy.num_workers == 0, busy.why
+    assert "(1.6 busy with other tasks)" in busy.why  # at most what the probe lost
+    kept = al.choose_layout(39.8, 136, 2, 2, busy_cores=2.0, **cheetah)
+    assert kept.num_workers == 2 and "busy" not in kept.why
+    # Long steps still pay with every core.
+    assert al.choose_layout(300.0, 16, 16, 2, busy_cores=1.0, cpu_fraction=0.7).num_workers >= 2
+    with pytest.raises(ValueError, match="busy_cores >= 0"):
+        al.choose_layout(1.0, 0, 4, 2, busy_cores=-1.0)
+
+
+@pytest.mark.parametrize("cpu_fraction", [-0.1, 1.5, float("nan")])
+def test_choose_layout_rejects_a_bad_cpu_fraction(cpu_fraction):
+    with pytest.raises(ValueError, match="cpu_fraction in"):
+        al.choose_layout(1.0, 0, 4, 2, cpu_fraction=cpu_fraction)
 
 
 # ---------------------------------------------------------------- the probe
@@ -148,15 +228,53 @@ def test_probe_stops_at_max_steps_and_counts_resets(counted):
 
 def test_probe_leaves_out_preemptions_but_keeps_heavy_tails():
     # 100 chunks of 8 steps at 1 us each; one chunk preempted for 10 ms.
-    chunks = [(8e-6, 8)] * 99 + [(10e-3, 8)]
+    chunks = [(8e-6, 8, 8e-6)] * 99 + [(10e-3, 8, 8e-6)]
     assert al._trimmed_mean(chunks) == pytest.approx(1e-6)
     # A heavy tail in a third of the chunks (one 2 ms step in 8) stays in.
-    tail = [(7 * 50e-6 + 2e-3, 8)] * 34 + [(8 * 50e-6, 8)] * 66
+    tail = [(7 * 50e-6 + 2e-3, 8, 0.0)] * 34 + [(8 * 50e-6, 8, 0.0)] * 66
     mean = sum(c[0] for c in tail) / 800
     assert al._trimmed_mean(tail) == pytest.approx(mean, rel=0.05)
     assert al._trimmed_mean(tail) > 2 * 50e-6  # far above the median step
     # Few chunks: nothing is left out.
-    assert al._trimmed_mean([(1e-3, 8), (9e-3, 2)]) == pytest.approx(1e-3)
+    assert al._trimmed_mean([(1e-3, 8, 0.0), (9e-3, 2, 0.0)]) == pytest.approx(1e-3)
+    # The CPU fraction is over the same chunks: the preempted one is out.
+    assert al._cpu_fraction(chunks) == pytest.approx(1.0)
+    assert al._cpu_fraction([(1e-3, 8, 2.5e-4)] * 10) == pytest.approx(0.25)
+    assert al._cpu_fraction([(1e-3, 8, 2e-3)]) == 1.0  # other threads' CPU: at most 1
+
+
+@pytest.mark.timeout(30)
+def test_probe_times_the_pickling_of_non_empty_infos(counted):
+    class Talkative(counted):
+        def step(self, action):
+            obs, r, term, trunc, _ = super().step(action)
+            return obs, r, term, trunc, ({"x": np.float64(self._t)} if self._t % 2 else {})
+
+    p = al.probe(Talkative, max_seconds=10.0, max_steps=200)
+    assert p.info_fraction == pytest.approx(0.5) and p.info_us > 0
+    quiet = al.probe(counted, max_seconds=10.0, max_steps=200)
+    assert (quiet.info_fraction, quiet.info_us) == (0.0, 0.0)
+    assert quiet.busy_cores >= 0.0  # whatever the machine's load
+
+    class Unpicklable(counted):
+        def step(self, action):
+            return (*super().step(action)[:4], {"f": lambda: 0})
+
+    # Not a probe failure: the engine reports such an info as the env's error.
+    assert al.probe(Unpicklable, max_seconds=10.0, max_steps=20).info_us == 0.0
+
+
+@pytest.mark.timeout(30)
+def test_probe_sees_that_a_sleeping_env_leaves_the_cpu_idle():
+    # Load can only lower the fraction, so this holds on a busy machine too.
+    class Sleepy(_Counted):
+        def step(self, action):
+            time.sleep(1e-3)
+            return super().step(action)
+
+    p = al.probe(Sleepy, max_seconds=0.05)
+    assert p.steps >= 1 and p.step_us >= 1000
+    assert 0.0 <= p.cpu_fraction < 0.5
 
 
 def test_probe_closes_its_env_when_a_step_raises(counted):

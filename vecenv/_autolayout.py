@@ -16,33 +16,42 @@ Two parts, kept apart so the decision can be tested without timing anything:
   needs worker processes), envs per worker, and whether to spin.
 
 The cost model predicts the microseconds of one lockstep batch for each
-candidate and takes the cheapest. Its constants are the figures of
-``DESIGN.md`` and of a sweep on the project's 2-core VM (2026-12-01; noop,
-CartPole-v1, bigobs at 16 and 256 envs; 1-4 workers with and without
-spinning, gymnasium's SyncVectorEnv as the in-process loop):
+candidate and takes the cheapest. Its constants come from a sweep on the
+project's 2-core VM (2026-12-01, with the compiled worker round and the
+compiled parent step; noop, bigobs, CartPole-v1, HalfCheetah-v5, heavytail at
+2 and 16 envs; in process, 1, 2, 4 and 16 workers, gymnasium's SyncVectorEnv;
+the VM loaded by other sessions, so ratios measured alternately in one run):
 
-* parent, per batch: about 8 us of Python plus about 0.15 us per env
-  (rewards, flags, the list of infos);
-* worker, per env-step beyond ``env.step``: about 1 us (read the action,
-  write the observation, reward and flags);
-* waking the workers: about 2 us plus 1 us per further worker while every
-  poller has a core of its own (parent + workers <= cores), about 13 us more
-  when the parent shares a core with a worker;
-* observations: about 1.3e-4 us per byte through the workers (the worker's
-  write into shared memory and the parent's copy), 6.4e-5 us per byte in
-  process (one copy);
-* in-process: about 6 us per batch plus 0.85 us per env-step beyond
-  ``env.step``.
+* parent, per batch: about 2.5 us (the compiled step) plus 0.15 us per env,
+  plus 4e-5 us per observation byte (its copy out of shared memory);
+* worker, per env-step beyond ``env.step``: about 0.2 us (the compiled
+  round) plus 1e-4 us per observation byte (its write into shared memory);
+* waking the workers: about 4 us plus 1 us per further worker, 9 us more
+  when the parent shares a core with a worker, 5 us per worker beyond the
+  cores (a context switch), 40 us per worker and busy core (below);
+* in-process: about 7 us per batch (the engine's Python parent path) plus
+  0.1 us per env-step beyond ``env.step`` and 6.4e-5 us per observation byte;
+* infos: pickling and unpickling each non-empty one (timed by the probe;
+  the worker's dumps, the parent's loads, in process both), plus 12 us per
+  worker whose round has any (its message).
 
-Worker layouts always spin (``spin=200e-6``, ShmemVecEnv's own default up to
-two workers per core): candidates never have more workers than cores, and the
-poll yields the CPU (``sched_yield``), so it never starves a worker, while a
-polling core answers a wake in microseconds where a halted one takes tens.
-The sweep found no cell where sleeping won (noop x16, 2 workers: 483k
-env-steps/s spinning, 217k sleeping; CartPole x16 165k / 119k; Pong x16,
-whose batches last far longer than the window, 7.1k / 6.3k; bigobs x256 a
-tie). Fewer workers than cores win only when the env is so cheap that a
-second wake costs more than the halved work.
+The busiest worker's share of a batch is its envs' wall time, but no less
+than the CPU time of all envs spread over the cores. The probe measures the
+CPU fraction of its steps (process CPU seconds per wall second): an env
+that waits (sleeps, I/O, or busy-waits on the wall clock while other
+processes hold the CPU) is offered up to ``1 / fraction`` workers per core
+(at most 4), whose waits overlap; an env that computes gets one per core.
+Other runnable tasks (``/proc/loadavg``, sampled during the probe) count as
+far as they took the CPU from the probe: the workers get their fair share of
+the cores next to them, and each wake waits for a turn.
+
+Worker layouts spin (``spin=200e-6``) up to two workers per core, as
+ShmemVecEnv's own default does, and sleep beyond; the poll yields the CPU
+(``sched_yield``), so it never starves a worker, while a polling core answers
+a wake in microseconds where a halted one takes tens. An earlier sweep found
+no cell with at most one worker per core where sleeping won (noop x16, 2
+workers: 483k env-steps/s spinning, 217k sleeping; CartPole x16 165k / 119k;
+Pong x16 7.1k / 6.3k; bigobs x256 a tie).
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ import copy
 import dataclasses
 import logging
 import math
+import pickle
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -63,21 +73,33 @@ _log = logging.getLogger("vecenv")
 #: Seconds the probe may step the env (after its reset), and at most this many steps.
 PROBE_SECONDS = 0.1
 PROBE_STEPS = 5000
+#: Seconds between the probe's samples of the runnable tasks.
+LOAD_SAMPLE_S = 0.005
+#: Non-empty infos the probe keeps to time their pickling.
+PROBE_INFOS = 16
 
 #: The spin window chosen when spinning pays (ShmemVecEnv's own default).
 SPIN_S = 200e-6
 
 # The cost model, in microseconds (see the module docstring for the sources).
-PARENT_BATCH_US = 8.0  # parent's Python per batch step (workers)
+PARENT_BATCH_US = 2.5  # parent's compiled step per batch (workers)
 PARENT_ENV_US = 0.15  # parent's work per env per batch step
-WORKER_ENV_US = 1.0  # worker's work per env-step beyond env.step
-WAKE_SPIN_US = 2.0  # waking one polling worker and seeing its answer
+WORKER_ENV_US = 0.2  # worker's compiled round per env-step beyond env.step
+WAKE_SPIN_US = 4.0  # waking one polling worker and seeing its answer
 WAKE_SPIN_PER_WORKER_US = 1.0  # each further polling worker
-SHARED_CORE_US = 13.0  # the parent polls on a core a worker needs
-COPY_WORKERS_US_PER_BYTE = 1.3e-4  # worker write + parent copy of an observation
-INPROC_BATCH_US = 6.0  # the in-process loop's cost per batch step
-INPROC_ENV_US = 0.85  # ... and per env-step beyond env.step
+SHARED_CORE_US = 9.0  # the parent polls on a core a worker needs
+OVERSUBSCRIBED_US = 5.0  # a context switch per worker beyond the cores
+COPY_WORKER_US_PER_BYTE = 1.0e-4  # a worker's write of an observation
+COPY_PARENT_US_PER_BYTE = 4.0e-5  # the parent's copy of one, for every env
+INPROC_BATCH_US = 7.0  # the in-process loop's cost per batch step
+INPROC_ENV_US = 0.1  # ... and per env-step beyond env.step
 COPY_INPROC_US_PER_BYTE = 6.4e-5
+INFO_MSG_US = 12.0  # a worker's round message of infos: its send, the parent's receipt
+INFO_MSG_INPROC_US = 1.0  # ... in process (kept, not sent)
+INFO_DUMPS_SHARE = 0.75  # of an info's pickle round trip, the dumps (the worker's part)
+CONTENDED_WAKE_US = 40.0  # per worker and busy core: a woken worker waits for its turn
+MAX_OVERSUBSCRIPTION = 4  # workers at most this many times the cores
+MIN_CPU_FRACTION = 0.05  # a probe's CPU fraction counted at least
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +151,22 @@ class Probe:
         Seconds of the whole probe after the env was built (reset, steps, close).
     obs_bytes : int
         Bytes of one observation (the sum over its array leaves).
+    cpu_fraction : float
+        CPU seconds of this process per wall second over the same chunks, in
+        ``[0, 1]``: below 1 when a step waits (sleep, I/O, a GIL-free call in
+        another process) or when other processes took the CPU from the probe.
+    info_fraction : float
+        Fraction of the timed steps whose info dict was not empty.
+    info_us : float
+        Median microseconds to pickle and unpickle one such info (a worker
+        sends its round's infos pickled; the in-process engine pickles them
+        too), timed after the steps on up to :data:`PROBE_INFOS` of them; 0
+        when none was seen or one cannot be pickled.
+    busy_cores : float
+        Mean number of other runnable tasks while the probe ran (the
+        kernel's count of runnable tasks in ``/proc/loadavg``, sampled about
+        every :data:`LOAD_SAMPLE_S`, less the prober itself); 0 where that
+        file does not exist.
     """
 
     step_us: float
@@ -136,6 +174,10 @@ class Probe:
     steps: int
     elapsed_s: float
     obs_bytes: int
+    cpu_fraction: float = 1.0
+    info_fraction: float = 0.0
+    info_us: float = 0.0
+    busy_cores: float = 0.0
 
 
 def _nbytes(obs: Any) -> int:
@@ -150,17 +192,28 @@ def _nbytes(obs: Any) -> int:
         return 0
 
 
-def _trimmed_mean(chunks: List[Tuple[float, int]]) -> float:
-    """Seconds per step over the chunks, the slowest 2% of chunks left out
+def _kept(chunks: List[Tuple[float, int, float]]) -> List[Tuple[float, int, float]]:
+    """The chunks ``(wall seconds, steps, CPU seconds)`` less the slowest 2%
     (from 50 chunks on): a preemption of the prober by another process (a
     millisecond on a busy machine) would otherwise count as the env's cost,
     while an env's own slow steps (heavy tails, resets) are in far more
     chunks than that and stay in."""
     if len(chunks) >= 50:
-        chunks = sorted(chunks)[: len(chunks) - len(chunks) // 50]
-    seconds = sum(c[0] for c in chunks)
-    steps = sum(c[1] for c in chunks)
-    return seconds / max(steps, 1)
+        return sorted(chunks)[: len(chunks) - len(chunks) // 50]
+    return chunks
+
+
+def _trimmed_mean(chunks: List[Tuple[float, int, float]]) -> float:
+    """Wall seconds per step over the :func:`_kept` chunks."""
+    kept = _kept(chunks)
+    return sum(c[0] for c in kept) / max(sum(c[1] for c in kept), 1)
+
+
+def _cpu_fraction(chunks: List[Tuple[float, int, float]]) -> float:
+    """CPU seconds per wall second over the :func:`_kept` chunks, in [0, 1]."""
+    kept = _kept(chunks)
+    wall = sum(c[0] for c in kept)
+    return min(1.0, max(0.0, sum(c[2] for c in kept) / wall)) if wall > 0 else 1.0
 
 
 def probe(
@@ -204,24 +257,43 @@ def probe(
         actions = [space.sample() for _ in range(64)]
         step, reset = env.step, env.reset
         steps = 0
-        chunks: List[Tuple[float, int]] = []  # (seconds, steps) per chunk
+        chunks: List[Tuple[float, int, float]] = []  # (seconds, steps, CPU seconds)
+        infos: List[Any] = []  # up to PROBE_INFOS non-empty infos, timed after the steps
+        with_info = 0
         deadline = time.perf_counter() + max_seconds
+        load: List[int] = []  # runnable tasks, the prober included
+        next_sample = 0.0
+        cpu = time.process_time()
         t = time.perf_counter()
         while steps < max_steps:
             # Chunks of up to 8 steps between clock reads: the clock is no
             # small part of a step that costs a fraction of a microsecond.
             n = min(8, max_steps - steps)
             for _ in range(n):
-                _, _, terminated, truncated, _ = step(actions[steps & 63])
+                _, _, terminated, truncated, info = step(actions[steps & 63])
                 steps += 1
+                if info:
+                    with_info += 1
+                    if len(infos) < PROBE_INFOS:
+                        infos.append(info)
                 if terminated or truncated:
                     reset()
             t_end = time.perf_counter()
-            chunks.append((t_end - t, n))
-            t = t_end
+            cpu_end = time.process_time()
+            chunks.append((t_end - t, n, cpu_end - cpu))
+            if t_end >= next_sample:  # outside the timed chunks
+                n_run = _runnable()
+                if n_run is not None:
+                    load.append(n_run)
+                next_sample = time.perf_counter() + LOAD_SAMPLE_S
+                t_end = time.perf_counter()
+                cpu_end = time.process_time()
+            t, cpu = t_end, cpu_end
             if t >= deadline:
                 break
         step_s = _trimmed_mean(chunks)
+        cpu_fraction = _cpu_fraction(chunks)
+        info_us = _pickle_us(infos)
     finally:
         env.close()
     return Probe(
@@ -230,24 +302,107 @@ def probe(
         steps=steps,
         elapsed_s=time.perf_counter() - t0,
         obs_bytes=_nbytes(obs),
+        cpu_fraction=cpu_fraction,
+        info_fraction=with_info / max(steps, 1),
+        info_us=info_us,
+        busy_cores=max(0.0, float(np.mean(load)) - 1.0) if load else 0.0,
     )
 
 
-def _workers_cost(step_us: float, obs_bytes: int, num_envs: int, cores: int, w: int):
-    """(predicted us per batch, spin seconds) for ``w <= cores`` worker processes."""
+def _runnable() -> Optional[int]:
+    """Runnable tasks on the machine now (``/proc/loadavg``'s fourth field,
+    ``running/total``), or None where it cannot be read."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _pickle_us(infos: List[Any]) -> float:
+    """Median microseconds of ``pickle.loads(pickle.dumps(info))`` over
+    ``infos`` (0 for none, or when one cannot be pickled: the engine then
+    reports it as the env's error, whatever the layout)."""
+    times = []
+    try:
+        for info in infos:
+            t = time.perf_counter()
+            pickle.loads(pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL))
+            times.append(time.perf_counter() - t)
+    except Exception:
+        return 0.0
+    return float(np.median(times)) * 1e6 if times else 0.0
+
+
+def _max_workers(num_envs: int, cores: int, cpu_fraction: float) -> int:
+    """Most workers worth a candidate: one per core for an env that keeps
+    the CPU busy; for one that waits (CPU fraction f < 1), up to ``1 / f``
+    per core (at most :data:`MAX_OVERSUBSCRIPTION` per core): its waits
+    overlap across processes, its CPU work still shares the cores."""
+    f = max(cpu_fraction, MIN_CPU_FRACTION)
+    per_core = min(MAX_OVERSUBSCRIPTION, max(1, math.floor(1.0 / f + 1e-9)))
+    return min(num_envs, cores * per_core)
+
+
+def _share(n: int, cores: int, busy_cores: float) -> float:
+    """Cores that ``n`` busy processes of ours get next to ``busy_cores``
+    other runnable tasks: one each while there are enough, else their fair
+    share."""
+    if n + busy_cores <= cores:
+        return float(n)
+    return cores * n / (n + busy_cores)
+
+
+def _workers_cost(
+    step_us: float,
+    obs_bytes: int,
+    num_envs: int,
+    cores: int,
+    w: int,
+    cpu_fraction: float,
+    info_fraction: float = 0.0,
+    info_us: float = 0.0,
+    busy_cores: float = 0.0,
+) -> Tuple[float, float]:
+    """(predicted us per batch, spin seconds) for ``w`` worker processes.
+
+    The busiest worker's share of a batch takes its envs' wall time, and no
+    less than all envs' CPU time spread over the cores (which binds only with
+    more workers than cores, or than the cores that ``busy_cores`` other
+    runnable tasks leave: the kernel shares the cores fairly among all
+    runnable tasks). Infos: the worker pickles its envs', the
+    parent receives one message from each worker that has any and unpickles
+    them."""
     per_worker = math.ceil(num_envs / w)
-    env_us = step_us + WORKER_ENV_US + COPY_WORKERS_US_PER_BYTE * obs_bytes
-    busy_us = per_worker * env_us  # the busiest worker's share of a batch
-    parent_us = PARENT_BATCH_US + PARENT_ENV_US * num_envs
+    overhead_us = WORKER_ENV_US + COPY_WORKER_US_PER_BYTE * obs_bytes
+    overhead_us += info_fraction * INFO_DUMPS_SHARE * info_us
+    wall_us = per_worker * (step_us + overhead_us)
+    cpu_us = num_envs * (step_us * cpu_fraction + overhead_us) / _share(w, cores, busy_cores)
+    busy_us = max(wall_us, cpu_us)
+    parent_us = PARENT_BATCH_US + num_envs * (PARENT_ENV_US + COPY_PARENT_US_PER_BYTE * obs_bytes)
+    if info_fraction > 0:
+        any_info = 1.0 - (1.0 - info_fraction) ** per_worker  # a worker's round has an info
+        parent_us += w * any_info * INFO_MSG_US
+        parent_us += num_envs * info_fraction * (1.0 - INFO_DUMPS_SHARE) * info_us
     wake_us = WAKE_SPIN_US + WAKE_SPIN_PER_WORKER_US * (w - 1)
-    if w + 1 > cores:  # the parent polls on a core that a worker needs
+    if w + 1 + round(busy_cores) > cores:  # the parent polls on a core that a worker needs
         wake_us += SHARED_CORE_US
-    return parent_us + wake_us + busy_us, SPIN_S
+    wake_us += OVERSUBSCRIBED_US * max(0, w - cores)
+    wake_us += CONTENDED_WAKE_US * busy_cores * w
+    # Spinning as ShmemVecEnv's default does: up to two workers per core.
+    return parent_us + wake_us + busy_us, SPIN_S if w <= 2 * cores else 0.0
 
 
-def _inprocess_cost(step_us: float, obs_bytes: int, num_envs: int) -> float:
+def _inprocess_cost(
+    step_us: float,
+    obs_bytes: int,
+    num_envs: int,
+    info_fraction: float = 0.0,
+    info_us: float = 0.0,
+) -> float:
     env_us = step_us + INPROC_ENV_US + COPY_INPROC_US_PER_BYTE * obs_bytes
-    return INPROC_BATCH_US + num_envs * env_us
+    env_us += info_fraction * info_us
+    return INPROC_BATCH_US + num_envs * env_us + (INFO_MSG_INPROC_US if info_fraction else 0.0)
 
 
 def choose_layout(
@@ -257,6 +412,10 @@ def choose_layout(
     cores: int,
     *,
     inprocess: bool = False,
+    cpu_fraction: float = 1.0,
+    info_fraction: float = 0.0,
+    info_us: float = 0.0,
+    busy_cores: float = 0.0,
 ) -> Layout:
     """The layout with the least predicted time per lockstep batch.
 
@@ -273,31 +432,63 @@ def choose_layout(
     inprocess : bool
         Whether stepping in the calling process (``num_workers=0``) is
         available; when False only worker layouts are candidates.
+    cpu_fraction : float
+        The probe's CPU seconds per wall second, in ``[0, 1]``
+        (:attr:`Probe.cpu_fraction`); below 1, more workers than cores are
+        candidates (up to ``1 / cpu_fraction`` per core, at most
+        :data:`MAX_OVERSUBSCRIPTION`).
+    info_fraction : float
+        Fraction of steps that return a non-empty info, in ``[0, 1]``
+        (:attr:`Probe.info_fraction`).
+    info_us : float
+        Microseconds to pickle and unpickle one such info (>= 0,
+        :attr:`Probe.info_us`).
+    busy_cores : float
+        Other runnable tasks on the machine (>= 0, :attr:`Probe.busy_cores`):
+        the workers share the cores with them.
 
     Returns
     -------
     Layout
-        ``num_workers`` in ``[0, min(num_envs, cores)]`` (0 only with
-        ``inprocess``), ``envs_per_worker = ceil(num_envs / num_workers)``,
+        ``num_workers`` in ``[0, min(num_envs, cores)]`` with ``cpu_fraction``
+        1, in ``[0, min(num_envs, MAX_OVERSUBSCRIPTION * cores)]`` below (0
+        only with ``inprocess``), ``envs_per_worker = ceil(num_envs / num_workers)``,
         ``spin`` 0 or :data:`SPIN_S`, the step cost, the prediction and a
         sentence saying why (the runner-up's prediction included).
 
     Raises
     ------
     ValueError
-        A negative cost or size, ``num_envs`` or ``cores`` below 1.
+        A negative cost or size, ``num_envs`` or ``cores`` below 1, or
+        ``cpu_fraction`` or ``info_fraction`` outside ``[0, 1]``, a negative
+        ``info_us``.
     """
     if not step_us >= 0 or obs_bytes < 0 or num_envs < 1 or cores < 1:
         raise ValueError(
             f"choose_layout needs step_us >= 0, obs_bytes >= 0, num_envs >= 1 and cores >= 1; "
             f"got {step_us}, {obs_bytes}, {num_envs}, {cores}"
         )
+    if not 0.0 <= cpu_fraction <= 1.0:
+        raise ValueError(f"choose_layout needs cpu_fraction in [0, 1]; got {cpu_fraction}")
+    if not busy_cores >= 0:
+        raise ValueError(f"choose_layout needs busy_cores >= 0; got {busy_cores}")
+    if not 0.0 <= info_fraction <= 1.0 or not info_us >= 0:
+        raise ValueError(
+            f"choose_layout needs info_fraction in [0, 1] and info_us >= 0; "
+            f"got {info_fraction}, {info_us}"
+        )
+    info = (info_fraction, info_us)
+    # Other tasks count as far as they took the CPU from the probe (a probe
+    # that kept its core saw no contention, whatever the runnable count).
+    busy_cores = min(busy_cores, cores * (1.0 / max(cpu_fraction, MIN_CPU_FRACTION) - 1.0))
     # (predicted us, num_workers, spin); fewer workers first, so a tie keeps fewer.
     cands: List[Tuple[float, int, float]] = []
     if inprocess:
-        cands.append((_inprocess_cost(step_us, obs_bytes, num_envs), 0, 0.0))
-    for w in range(1, min(num_envs, cores) + 1):
-        cost, spin = _workers_cost(step_us, obs_bytes, num_envs, cores, w)
+        cands.append((_inprocess_cost(step_us, obs_bytes, num_envs, *info), 0, 0.0))
+    for w in range(1, _max_workers(num_envs, cores, cpu_fraction) + 1):
+        cost, spin = _workers_cost(
+            step_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info, busy_cores
+        )
         cands.append((cost, w, spin))
     ranked = sorted(cands, key=lambda c: c[0])
     cost, w, spin = ranked[0]
@@ -311,9 +502,17 @@ def choose_layout(
             ", spinning" if spin_ else ", sleeping"
         )
 
+    infos = (
+        f"infos in {info_fraction:.0%} of steps ({info_us:.1f} us to pickle), "
+        if info_fraction
+        else ""
+    )
     why = (
-        f"env.step {step_us:.1f} us, observation {obs_bytes} bytes, {num_envs} envs, "
-        f"{cores} usable cores: {name(w, spin)}, predicted {cost:.0f} us per batch"
+        f"env.step {step_us:.1f} us ({cpu_fraction:.0%} CPU), observation {obs_bytes} bytes, "
+        f"{infos}{num_envs} envs, "
+        f"{cores} usable cores"
+        + (f" ({busy_cores:.1f} busy with other tasks)" if busy_cores >= 0.05 else "")
+        + f": {name(w, spin)}, predicted {cost:.0f} us per batch"
     )
     if len(ranked) > 1:
         c2, w2, s2 = ranked[1]
@@ -356,7 +555,17 @@ def auto_layout(
         )
         _log.warning("num_workers='auto': %s", layout.why)
         return layout
-    layout = choose_layout(p.step_us, p.obs_bytes, num_envs, cores, inprocess=inprocess)
+    layout = choose_layout(
+        p.step_us,
+        p.obs_bytes,
+        num_envs,
+        cores,
+        inprocess=inprocess,
+        cpu_fraction=p.cpu_fraction,
+        info_fraction=p.info_fraction,
+        info_us=p.info_us,
+        busy_cores=p.busy_cores,
+    )
     _log.info(
         "num_workers='auto': %s (probe: %d steps in %.3f s)", layout.why, p.steps, p.elapsed_s
     )
