@@ -125,15 +125,19 @@ def test_choose_layout_rejects_bad_inputs(args):
 
 
 def test_choose_layout_counts_the_pickling_of_infos():
-    """Infos cost the pickling in every layout, and workers a message each:
-    a cheap env with a small info in every step stays in process (measured,
-    4 floats: in process 39 us per batch of 16, 1 worker 57 us, 2 workers
-    84 us), and the prediction grows by the pickling at least."""
+    """Infos cost workers their pickling and a message each, while in process
+    they stay by reference: a cheap env with a small info in every step stays
+    in process (measured, 4 floats: in process 39 us per batch of 16 when
+    they were still pickled, 1 worker 57 us, 2 workers 84 us), and a worker
+    layout's prediction grows by the pickling at least."""
     plain = al.choose_layout(0.5, 16, 16, 2, inprocess=True)
     costly = al.choose_layout(0.5, 16, 16, 2, inprocess=True, info_fraction=1.0, info_us=2.5)
     assert costly.num_workers == 0, costly.why
     assert "infos in 100% of steps (2.5 us to pickle)" in costly.why
-    assert costly.predicted_batch_us >= plain.predicted_batch_us + 16 * 2.5
+    assert costly.predicted_batch_us >= plain.predicted_batch_us
+    workers = al.choose_layout(0.5, 16, 16, 2)
+    workers_costly = al.choose_layout(0.5, 16, 16, 2, info_fraction=1.0, info_us=2.5)
+    assert workers_costly.predicted_batch_us >= workers.predicted_batch_us + 16 * 2.5
     # An env whose step dwarfs its infos still gets every core.
     assert al.choose_layout(500.0, 16, 16, 2, info_fraction=1.0, info_us=15.0).num_workers == 2
     with pytest.raises(ValueError, match="info_fraction in"):
@@ -146,15 +150,15 @@ def test_choose_layout_shares_the_cores_with_other_busy_tasks():
     """Other runnable tasks that took the CPU from the probe take their fair
     share of the cores and delay each wake: HalfCheetah-v5 x2 probed at 56%
     CPU next to 2 runnable tasks is stepped in process (measured there: in
-    process 10.7k env-steps/s, 2 workers 7.0k), in workers when the machine
-    is idle; a probe that kept its core saw no contention."""
+    process 10.7k env-steps/s, 2 workers 7.0k); a probe that kept its core
+    saw no contention, and chooses as on an idle machine."""
     cheetah = dict(info_fraction=1.0, info_us=17.6, inprocess=True)
-    assert al.choose_layout(39.8, 136, 2, 2, **cheetah).num_workers == 2
+    idle = al.choose_layout(39.8, 136, 2, 2, **cheetah)
     busy = al.choose_layout(72.6, 136, 2, 2, busy_cores=2.0, cpu_fraction=0.56, **cheetah)
     assert busy.num_workers == 0, busy.why
     assert "(1.6 busy with other tasks)" in busy.why  # at most what the probe lost
     kept = al.choose_layout(39.8, 136, 2, 2, busy_cores=2.0, **cheetah)
-    assert kept.num_workers == 2 and "busy" not in kept.why
+    assert kept == idle and "busy" not in kept.why
     # Long steps still pay with every core.
     assert al.choose_layout(300.0, 16, 16, 2, busy_cores=1.0, cpu_fraction=0.7).num_workers >= 2
     with pytest.raises(ValueError, match="busy_cores >= 0"):
@@ -328,8 +332,10 @@ def test_auto_runs_the_same_seeded_trajectories_as_an_explicit_layout(caplog):
     try:
         lay = auto.layout
         assert isinstance(lay, al.Layout)
-        assert 1 <= lay.num_workers <= 6 and lay.step_us > 0
-        assert lay.envs_per_worker == math.ceil(6 / lay.num_workers)
+        # In process or workers: the probe's figures (and the load) decide.
+        assert 0 <= lay.num_workers <= 6 and lay.step_us > 0
+        assert lay.envs_per_worker == math.ceil(6 / max(lay.num_workers, 1))
+        assert auto.in_process == (lay.num_workers == 0)
         assert lay.spin == auto.spin
         assert any(r.name == "vecenv" and lay.why in r.getMessage() for r in caplog.records), (
             caplog.text

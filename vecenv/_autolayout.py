@@ -159,8 +159,8 @@ class Probe:
         Fraction of the timed steps whose info dict was not empty.
     info_us : float
         Median microseconds to pickle and unpickle one such info (a worker
-        sends its round's infos pickled; the in-process engine pickles them
-        too), timed after the steps on up to :data:`PROBE_INFOS` of them; 0
+        sends its round's infos pickled; the in-process engine keeps them by
+        reference), timed after the steps on up to :data:`PROBE_INFOS` of them; 0
         when none was seen or one cannot be pickled.
     busy_cores : float
         Mean number of other runnable tasks while the probe ran (the
@@ -400,8 +400,8 @@ def _inprocess_cost(
     info_fraction: float = 0.0,
     info_us: float = 0.0,
 ) -> float:
+    # Infos stay in process by reference: no pickling (vecenv._inprocess).
     env_us = step_us + INPROC_ENV_US + COPY_INPROC_US_PER_BYTE * obs_bytes
-    env_us += info_fraction * info_us
     return INPROC_BATCH_US + num_envs * env_us + (INFO_MSG_INPROC_US if info_fraction else 0.0)
 
 

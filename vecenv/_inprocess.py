@@ -16,7 +16,10 @@ the worker process's place:
   ``call`` runs the calls (arguments and results by reference: no pickling, as
   in gymnasium's SyncVectorEnv) and ``close`` closes the envs. Replies are
   kept by ref and round messages by env and ticket, as ParentChannel keeps
-  them; the parent's reads find them there.
+  them; the parent's reads find them there. A round's infos are kept by
+  reference (:meth:`InprocLoop._publish_round`: a shallow copy of each dict,
+  nothing pickled), as SyncVectorEnv passes them: pickling them cost
+  HalfCheetah-v5 about 18 us per step, 40% of its step.
 - :class:`InprocControl` replaces the parent's Control: ``dispatch`` and
   ``dispatch_all`` write the ops, then run the loop's round over them
   (``take_ops`` then ``run_round``), so the envs are published, in the order
@@ -122,6 +125,22 @@ class InprocLoop(_Loop):
 
     def _reseed_from(self, ops: List[Tuple[int, int]]) -> None:
         """In-process the global generators are the caller's: left alone."""
+
+    def _publish_round(
+        self,
+        done_envs: List[int],
+        statuses: List[int],
+        infos: Dict[int, Any],
+        errors: Dict[int, Any],
+    ) -> None:
+        """Publish the round's envs and keep its infos and errors by
+        reference, as gymnasium's SyncVectorEnv does: nothing is pickled (an
+        info need not pickle in process). Each info dict is a shallow copy,
+        since the parent adds and pops keys (``terminal_observation``, the
+        reset info) and an env may return the same dict every step."""
+        ticket = self.ctrl.publish(done_envs, statuses, self.spec.index)
+        if infos or errors:
+            self.conn.keep_round({i: dict(info) for i, info in infos.items()}, errors, ticket)
 
 
 class InprocChannel:
@@ -229,14 +248,17 @@ class InprocChannel:
         """Keep the entries of a pickled round message under ticket ``ref``."""
         msg = pickle.loads(body)
         if msg[0] == _MSG_ROUND:
-            _, infos, errors = msg
-            for env, info in infos.items():
-                self.rounds[env] = (ref, "info", info)
-            for env, err in errors.items():
-                self.rounds[env] = (ref, "error", err)
+            self.keep_round(msg[1], msg[2], ref)
         else:
             self.replies[ref] = msg
         return True
+
+    def keep_round(self, infos: Dict[int, Any], errors: Dict[int, Any], ref: int) -> None:
+        """Keep a round's infos and error reports under ticket ``ref``."""
+        for env, info in infos.items():
+            self.rounds[env] = (ref, "info", info)
+        for env, err in errors.items():
+            self.rounds[env] = (ref, "error", err)
 
 
 class InprocControl(_CONTROL):
