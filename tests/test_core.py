@@ -220,17 +220,18 @@ def test_check_int_range():
 def _control(num_envs=6, num_workers=2):
     block = _block(_core.control_nbytes(num_envs, num_workers))
     env_worker = [i * num_workers // num_envs for i in range(num_envs)]
-    return block, _core.Control(block, num_envs, num_workers, env_worker, init=True)
+    ctl = _core.Control(block, num_envs, num_workers, env_worker, init=True)
+    return block, ctl, _core.WorkerControl(block, num_envs, num_workers)
 
 
 def test_control_dispatch_take_publish_collect_in_fifo_order():
-    block, ctl = _control()
+    block, ctl, wk = _control()
     ctl.dispatch(np.array([4, 1], np.int64), _core.OP_STEP)
-    assert ctl.take_ops(0, 3) == [(1, _core.OP_STEP)]
-    assert ctl.take_ops(3, 6) == [(4, _core.OP_STEP)]
-    assert ctl.take_ops(0, 6) == []  # ops are cleared once taken
-    ctl.publish([4], [_core.STATUS_INFO])
-    ctl.publish([1])
+    assert wk.take_ops(0, 3) == [(1, _core.OP_STEP)]
+    assert wk.take_ops(3, 6) == [(4, _core.OP_STEP)]
+    assert wk.take_ops(0, 6) == []  # ops are cleared once taken
+    wk.publish([4], [_core.STATUS_INFO], 1)
+    wk.publish([1], None, 0)
     assert ctl.wait_ready(2, 0.0, 1.0) == 2
     out = np.zeros(6, np.int64)
     assert ctl.collect(1, out) == 1  # env 4 first (published first), flagged
@@ -244,35 +245,35 @@ def test_control_dispatch_take_publish_collect_in_fifo_order():
 
 
 def test_control_worker_wait_sees_dispatch_and_messages():
-    block, ctl = _control()
-    assert ctl.worker_wait(0, 0, 0.0, 0.01) == -1
+    block, ctl, wk = _control()
+    assert wk.worker_wait(0, 0, 0.0, 0.01) == -1
     ctl.dispatch_all(_core.OP_RESET)
-    seq = ctl.worker_wait(0, 0, 0.0, 1.0)
+    seq = wk.worker_wait(0, 0, 0.0, 1.0)
     assert seq == 1
     ctl.post_message(0)
-    assert ctl.worker_wait(0, seq, 0.0, 1.0) == 2
-    assert ctl.message_seq(0) == 1
-    assert ctl.message_seq(1) == 0
+    assert wk.worker_wait(0, seq, 0.0, 1.0) == 2
+    assert wk.message_seq(0) == 1
+    assert wk.message_seq(1) == 0
     op, status, ready, ticket = ctl.arrays()
     assert op.tolist() == [_core.OP_RESET] * 6
 
 
 def test_control_collect_all_counts_flagged():
-    block, ctl = _control(4, 1)
+    block, ctl, wk = _control(4, 1)
     ctl.dispatch_all(_core.OP_STEP)
-    ctl.take_ops(0, 4)
-    ctl.publish([0, 1, 2, 3], [0, _core.STATUS_ERROR, 0, _core.STATUS_INFO])
+    wk.take_ops(0, 4)
+    wk.publish([0, 1, 2, 3], [0, _core.STATUS_ERROR, 0, _core.STATUS_INFO], 0)
     assert ctl.wait_ready(4, 0.0, 1.0) == 4
     assert ctl.collect_all() == 2
     assert ctl.published() == 0
 
 
 def test_control_validates_arguments():
-    block, ctl = _control()
+    block, ctl, wk = _control()
     with pytest.raises(ValueError, match="outside"):
         ctl.dispatch(np.array([6], np.int64), _core.OP_STEP)
     with pytest.raises(ValueError, match="worker"):
-        ctl.worker_wait(2, 0, 0.0, 0.0)
+        wk.worker_wait(2, 0, 0.0, 0.0)
     with pytest.raises(ValueError, match="env_worker"):
         _core.Control(block, 6, 2, [0, 0, 0, 1, 1, 2])
     with pytest.raises(ValueError, match="smaller"):
