@@ -5,8 +5,11 @@ Private module; users never import it. It holds
 
 * :class:`SharedBlock`, a MAP_SHARED mapping of a file descriptor that exposes
   the buffer protocol, so NumPy views over it are zero-copy;
-* :class:`Control`, the wait/wake protocol between the parent and its workers
-  over the control region at the start of the block (futex on Linux);
+* the wait/wake protocol between the parent and its workers over the control
+  region at the start of the block (futex on Linux), as two views of one
+  :class:`ControlRegion` (the mapping and the layout's pointers, computed
+  once): the parent's :class:`Control` (dispatch, wait, collect, forget) and
+  a worker's :class:`WorkerControl` (wait for work, take ops, publish);
 * :class:`LeafWriter`, the worker-side copy of one env's observation leaves into
   their rows of the shared batch buffers, with shape and dtype checks;
 * :func:`gather_rows` and :func:`scatter_rows`, batched row copies for partial
@@ -237,28 +240,33 @@ cdef class SharedBlock:
         self.exports -= 1
 
 
-cdef class Control:
-    """Wait/wake protocol over the control region of a :class:`SharedBlock`.
-
-    Used by both sides: the parent dispatches work and waits for envs to be
-    published; each worker waits for work and publishes the envs it finished.
+cdef class ControlRegion:
+    """The control region at the start of a :class:`SharedBlock`, as both
+    sides map it: the block, the counts and the pointers into the layout (see
+    the module docstring; computed here, once, for both views), and what both
+    sides read. Not constructed directly: the parent holds a :class:`Control`,
+    each worker a :class:`WorkerControl`; the subclass checks (or, in the
+    parent that created the block, writes) the header.
 
     Parameters
     ----------
-    block : SharedBlock
-        The mapping; its control region starts at byte 0.
-    num_envs, num_workers : int
-        Counts (>= 1).
-    env_worker : sequence of int, length num_envs
-        Index of the worker that hosts each env.
-    init : bool
-        True in the parent that created the block: writes the header.
+    block, num_envs, num_workers
+        As for :class:`Control` and :class:`WorkerControl`.
+    *args, **kwargs
+        The subclass's own constructor arguments (Cython hands a base
+        ``__cinit__`` every argument of the call).
+
+    Raises
+    ------
+    TypeError
+        ``ControlRegion`` itself is constructed.
+    ValueError
+        The block is smaller than the control region.
     """
 
     cdef SharedBlock block
     cdef char* base
     cdef uint32_t* nready  # the doorbell (see the layout above)
-    cdef int64_t* wcount  # envs per worker
     cdef uint32_t* parent_waiting
     cdef uint32_t* parent_target
     cdef uint32_t* ticket_counter
@@ -267,27 +275,17 @@ cdef class Control:
     cdef uint8_t* status
     cdef uint8_t* ready
     cdef uint32_t* ticket
-    cdef int* env_worker
-    cdef uint8_t* touched
-    cdef int64_t* order
-    cdef uint8_t* inflight  # parent: flags kept by track_in_flight (NULL: none)
-    cdef object inflight_owner  # the array inflight points into
     cdef readonly Py_ssize_t num_envs
     cdef readonly Py_ssize_t num_workers
 
     def __cinit__(self, SharedBlock block, Py_ssize_t num_envs, Py_ssize_t num_workers,
-                  env_worker, bint init=False):
-        self.env_worker = NULL
-        self.touched = NULL
-        self.order = NULL
-        self.inflight = NULL
-        self.wcount = NULL
+                  *args, **kwargs):
+        if type(self) is ControlRegion:
+            raise TypeError("ControlRegion is the shared base: construct Control or WorkerControl")
         need = control_nbytes(num_envs, num_workers)
         block._check()
         if block.size < need:
             raise ValueError(f"block of {block.size} bytes is smaller than the control region ({need})")
-        if len(env_worker) != num_envs:
-            raise ValueError(f"env_worker must have num_envs={num_envs} entries, got {len(env_worker)}")
         self.block = block
         self.num_envs = num_envs
         self.num_workers = num_workers
@@ -305,6 +303,126 @@ cdef class Control:
         self.ready = <uint8_t*>(self.base + off)
         off += _round_up(<size_t>num_envs, ALIGN)
         self.ticket = <uint32_t*>(self.base + off)
+
+    cdef _header(self, bint init):
+        # The subclass's __cinit__ calls this once its own checks passed.
+        cdef uint32_t* hdr = <uint32_t*>self.base
+        if init:
+            memset(self.base, 0, <size_t>control_nbytes(self.num_envs, self.num_workers))
+            hdr[0] = MAGIC
+            hdr[1] = <uint32_t>self.num_envs
+            hdr[2] = <uint32_t>self.num_workers
+            ve_fence()
+        elif hdr[0] != MAGIC or hdr[1] != <uint32_t>self.num_envs or hdr[2] != <uint32_t>self.num_workers:
+            raise ValueError("the shared block does not hold a vecenv control region of this shape")
+
+    cdef inline uint32_t* _slot(self, Py_ssize_t w) noexcept nogil:
+        return <uint32_t*>(self.slots + SLOT_BYTES * w)
+
+    cdef inline int64_t _published(self) noexcept nogil:
+        # Sum of the workers' exact shares (see the layout in the module doc).
+        cdef int64_t total = 0
+        cdef Py_ssize_t w
+        cdef uint32_t* s
+        for w in range(self.num_workers):
+            s = self._slot(w)
+            total += <int32_t>(ve_load(&s[3]) - ve_load(&s[4]))
+        return total
+
+    def arrays(self):
+        """NumPy views ``(op, status, ready, ticket)`` over the env table, each
+        of length num_envs (uint8, uint8, uint8, uint32). For inspection and the
+        slow path; the hot path goes through the methods."""
+        n = self.num_envs
+        base = np.frombuffer(self.block, dtype=np.uint8)
+        off = <Py_ssize_t>(self.op - <uint8_t*>self.base)
+        a = _round_up(<size_t>n, ALIGN)
+        op = base[off:off + n]
+        st = base[off + a:off + a + n]
+        rd = base[off + 2 * a:off + 2 * a + n]
+        tk = base[off + 3 * a:off + 3 * a + 4 * n].view(np.uint32)
+        return op, st, rd, tk
+
+    def command_seq(self, Py_ssize_t worker):
+        """Current cmd_seq of ``worker`` (both sides): a (re)started worker
+        waits for it to change, so work dispatched to a dead predecessor is
+        not replayed; the parent counts its wake-ups."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        return <Py_ssize_t>ve_load(&self._slot(worker)[0])
+
+    # ------------------------------------------------------------ activity
+    # Slot bytes +32 (env + 1, 0: none) and +36 (an activity code): which env
+    # the worker is inside. The worker writes them with plain stores before
+    # and after each env call; the parent reads them once the worker is dead
+    # or stopped (a crash, a kill, the timeout watchdog), so what it reads is
+    # the last env call the worker entered and did not leave. A fresh worker
+    # starts with both cleared (the parent clears them before starting it).
+    # WorkerControl.enter writes them; leave and activity are here.
+
+    def leave(self, Py_ssize_t worker):
+        """Both sides: ``worker`` left its env call (the worker), or a worker
+        is about to start in this slot (the parent)."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        cdef uint32_t* s = self._slot(worker)
+        s[8] = 0
+        s[9] = 0
+
+    def activity(self, Py_ssize_t worker):
+        """Parent: ``(env, activity)`` recorded by ``worker`` (``(-1, 0)``
+        when it is between env calls)."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        cdef uint32_t* s = self._slot(worker)
+        cdef uint32_t e = ve_load(&s[8])
+        cdef uint32_t a = ve_load(&s[9])
+        if e == 0 or e > <uint32_t>self.num_envs:
+            return -1, 0
+        return <Py_ssize_t>e - 1, <Py_ssize_t>a
+
+
+cdef class Control(ControlRegion):
+    """The parent's view of the control region: dispatches work, waits for
+    envs to be published and collects them (each worker holds a
+    :class:`WorkerControl` over the same region).
+
+    Parameters
+    ----------
+    block : SharedBlock
+        The mapping; its control region starts at byte 0.
+    num_envs, num_workers : int
+        Counts (>= 1).
+    env_worker : sequence of int, length num_envs
+        Index of the worker that hosts each env (whom a dispatch wakes, whose
+        count a collect adds to).
+    init : bool
+        True in the parent that created the block: writes the header.
+
+    Raises
+    ------
+    ValueError
+        The block is too small, ``env_worker`` has the wrong length or an
+        entry outside ``[0, num_workers)``, or (``init=False``) the block holds
+        no control region of this shape.
+    """
+
+    cdef int64_t* wcount  # envs per worker
+    cdef int* env_worker
+    cdef uint8_t* touched
+    cdef int64_t* order
+    cdef uint8_t* inflight  # flags kept by track_in_flight (NULL: none)
+    cdef object inflight_owner  # the array inflight points into
+
+    def __cinit__(self, SharedBlock block, Py_ssize_t num_envs, Py_ssize_t num_workers,
+                  env_worker, bint init=False):
+        self.env_worker = NULL
+        self.touched = NULL
+        self.order = NULL
+        self.inflight = NULL
+        self.wcount = NULL
+        if len(env_worker) != num_envs:
+            raise ValueError(f"env_worker must have num_envs={num_envs} entries, got {len(env_worker)}")
         self.env_worker = <int*>malloc(sizeof(int) * num_envs)
         self.touched = <uint8_t*>malloc(num_workers)
         self.order = <int64_t*>malloc(sizeof(int64_t) * num_envs)
@@ -320,15 +438,7 @@ cdef class Control:
                 raise ValueError(f"env_worker[{i}]={w} is not a worker index in [0, {num_workers})")
             self.env_worker[i] = w
             self.wcount[w] += 1
-        cdef uint32_t* hdr = <uint32_t*>self.base
-        if init:
-            memset(self.base, 0, <size_t>need)
-            hdr[0] = MAGIC
-            hdr[1] = <uint32_t>num_envs
-            hdr[2] = <uint32_t>num_workers
-            ve_fence()
-        elif hdr[0] != MAGIC or hdr[1] != <uint32_t>num_envs or hdr[2] != <uint32_t>num_workers:
-            raise ValueError("the shared block does not hold a vecenv control region of this shape")
+        self._header(init)
 
     def __dealloc__(self):
         free(self.env_worker)
@@ -355,19 +465,6 @@ cdef class Control:
         self.inflight_owner = flags
         self.inflight = <uint8_t*>cnp.PyArray_DATA(flags)
 
-    cdef inline uint32_t* _slot(self, Py_ssize_t w) noexcept nogil:
-        return <uint32_t*>(self.slots + SLOT_BYTES * w)
-
-    cdef inline int64_t _published(self) noexcept nogil:
-        # Sum of the workers' exact shares (see the layout in the module doc).
-        cdef int64_t total = 0
-        cdef Py_ssize_t w
-        cdef uint32_t* s
-        for w in range(self.num_workers):
-            s = self._slot(w)
-            total += <int32_t>(ve_load(&s[3]) - ve_load(&s[4]))
-        return total
-
     cdef inline bint _tx_blocked_any(self) noexcept nogil:
         cdef Py_ssize_t w
         for w in range(self.num_workers):
@@ -381,21 +478,6 @@ cdef class Control:
         if ve_load(&s[1]):
             ve_futex_wake(&s[0])
 
-    def arrays(self):
-        """NumPy views ``(op, status, ready, ticket)`` over the env table, each
-        of length num_envs (uint8, uint8, uint8, uint32). For inspection and the
-        slow path; the hot path goes through the methods."""
-        n = self.num_envs
-        base = np.frombuffer(self.block, dtype=np.uint8)
-        off = <Py_ssize_t>(self.op - <uint8_t*>self.base)
-        a = _round_up(<size_t>n, ALIGN)
-        op = base[off:off + n]
-        st = base[off + a:off + a + n]
-        rd = base[off + 2 * a:off + 2 * a + n]
-        tk = base[off + 3 * a:off + 3 * a + 4 * n].view(np.uint32)
-        return op, st, rd, tk
-
-    # ------------------------------------------------------------------ parent
     def dispatch_all(self, int op):
         """Parent: give every env the op code ``op`` and wake every worker.
         All envs must be collected (not in flight)."""
@@ -507,19 +589,6 @@ cdef class Control:
         """Parent: the workers waiting for room to write a frame to their pipe."""
         return [w for w in range(self.num_workers) if ve_load(&self._slot(w)[5])]
 
-    def set_tx_blocked(self, Py_ssize_t worker, bint blocked):
-        """Worker: say that ``worker`` waits (or no longer waits) for room on
-        its pipe; a parent waiting for envs is woken to read the pipe."""
-        if worker < 0 or worker >= self.num_workers:
-            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
-        cdef uint32_t* s = self._slot(worker)
-        with nogil:
-            ve_store(&s[5], 1 if blocked else 0)
-            if blocked:
-                ve_add(self.nready, 1)
-                if ve_load(self.parent_waiting):
-                    ve_futex_wake(self.nready)
-
     def collect_all(self):
         """Parent: take all num_envs envs (all must be published). Returns how
         many of them have a nonzero status (messages to read)."""
@@ -582,7 +651,58 @@ cdef class Control:
                 ve_add(&self._slot(self.env_worker[e])[4], 1)
         return flagged
 
-    # ------------------------------------------------------------------ worker
+    def forget(self, Py_ssize_t lo, Py_ssize_t hi):
+        """Parent, once the worker hosting envs ``[lo, hi)`` is dead (joined):
+        clear their op, status, ready and in-flight bytes and drop their
+        worker's share of the published count (its collected count becomes its
+        published count: exact even if the worker died inside a publish).
+        Returns how many ready bytes were set (published, not collected).
+
+        Only valid when no live process writes these envs, and ``[lo, hi)``
+        must be all the envs of its workers."""
+        if lo < 0 or hi > self.num_envs or lo > hi:
+            raise ValueError(f"[{lo}, {hi}) is not a range of envs in [0, {self.num_envs})")
+        cdef Py_ssize_t i
+        cdef uint32_t n = 0
+        cdef uint32_t* s
+        with nogil:
+            for i in range(lo, hi):
+                self.op[i] = C_OP_NONE
+                self.status[i] = C_STATUS_OK
+                if self.inflight != NULL:
+                    self.inflight[i] = 0
+                if self.ready[i]:
+                    self.ready[i] = 0
+                    n += 1
+                s = self._slot(self.env_worker[i])
+                ve_store(&s[4], ve_load(&s[3]))
+                ve_store(&s[5], 0)  # a dead writer waits for no room
+        return <Py_ssize_t>n
+
+
+
+cdef class WorkerControl(ControlRegion):
+    """A worker's view of the control region: waits for work, takes its ops,
+    publishes the envs it finished and records the env call it is inside.
+    Needs no env-to-worker table: every call names its worker or env range.
+
+    Parameters
+    ----------
+    block : SharedBlock
+        The mapping; its control region starts at byte 0, its header written
+        by the parent's :class:`Control` (``init=True``).
+    num_envs, num_workers : int
+        Counts (>= 1).
+
+    Raises
+    ------
+    ValueError
+        The block is too small or holds no control region of this shape.
+    """
+
+    def __cinit__(self, SharedBlock block, Py_ssize_t num_envs, Py_ssize_t num_workers):
+        self._header(False)
+
     def worker_wait(self, Py_ssize_t worker, uint32_t last_seq, double spin_s, double timeout_s):
         """Worker: wait until the parent changes this worker's cmd_seq from
         ``last_seq``. Spins up to ``spin_s`` seconds, then sleeps on a futex.
@@ -624,41 +744,6 @@ cdef class Control:
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         return <Py_ssize_t>ve_load(&self._slot(worker)[2])
 
-    def command_seq(self, Py_ssize_t worker):
-        """Current cmd_seq of ``worker``: a (re)started worker waits for it to
-        change, so work dispatched to a dead predecessor is not replayed."""
-        if worker < 0 or worker >= self.num_workers:
-            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
-        return <Py_ssize_t>ve_load(&self._slot(worker)[0])
-
-    def forget(self, Py_ssize_t lo, Py_ssize_t hi):
-        """Parent, once the worker hosting envs ``[lo, hi)`` is dead (joined):
-        clear their op, status, ready and in-flight bytes and drop their
-        worker's share of the published count (its collected count becomes its
-        published count: exact even if the worker died inside a publish).
-        Returns how many ready bytes were set (published, not collected).
-
-        Only valid when no live process writes these envs, and ``[lo, hi)``
-        must be all the envs of its workers."""
-        if lo < 0 or hi > self.num_envs or lo > hi:
-            raise ValueError(f"[{lo}, {hi}) is not a range of envs in [0, {self.num_envs})")
-        cdef Py_ssize_t i
-        cdef uint32_t n = 0
-        cdef uint32_t* s
-        with nogil:
-            for i in range(lo, hi):
-                self.op[i] = C_OP_NONE
-                self.status[i] = C_STATUS_OK
-                if self.inflight != NULL:
-                    self.inflight[i] = 0
-                if self.ready[i]:
-                    self.ready[i] = 0
-                    n += 1
-                s = self._slot(self.env_worker[i])
-                ve_store(&s[4], ve_load(&s[3]))
-                ve_store(&s[5], 0)  # a dead writer waits for no room
-        return <Py_ssize_t>n
-
     def take_ops(self, Py_ssize_t lo, Py_ssize_t hi):
         """Worker: return ``[(env, op), ...]`` for envs in ``[lo, hi)`` with a
         pending op, and clear those op bytes."""
@@ -678,16 +763,18 @@ cdef class Control:
             ve_fence()
         return out
 
-    def publish(self, envs, statuses=None, Py_ssize_t worker=-1):
+    def publish(self, envs, statuses, Py_ssize_t worker):
         """Worker: publish the finished envs ``envs`` (a sequence of env
-        indices) with their status codes (default all STATUS_OK), under one
+        indices) with their status codes (None: all STATUS_OK), under one
         ticket, and wake the parent if it waits for them. Observations,
         rewards and flags of these envs must be written before this call.
-        ``worker``: the publishing worker (default: each env's worker from
-        ``env_worker``). Returns the ticket (0 when ``envs`` is empty); a
-        message about these envs carries it (vecenv._channel)."""
+        ``worker``: the publishing worker, in [0, num_workers), that hosts
+        ``envs``. Returns the ticket (0 when ``envs`` is empty); a message
+        about these envs carries it (vecenv._channel)."""
         cdef Py_ssize_t n = len(envs), i, e
         cdef uint32_t t
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         if statuses is not None and len(statuses) != n:
             raise ValueError(f"statuses has {len(statuses)} entries for {n} envs")
         for i in range(n):
@@ -695,8 +782,6 @@ cdef class Control:
             if e < 0 or e >= self.num_envs:
                 raise ValueError(f"env {e} is outside [0, {self.num_envs})")
             self.status[e] = <uint8_t>(statuses[i] if statuses is not None else 0)
-        if worker >= self.num_workers:
-            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         if n == 0:
             return 0
         t = ve_add(self.ticket_counter, 1)
@@ -706,25 +791,25 @@ cdef class Control:
         for i in range(n):
             self.ready[<Py_ssize_t>envs[i]] = 1
         ve_fence()
-        if worker >= 0:
-            ve_add(&self._slot(worker)[3], <uint32_t>n)
-        else:
-            for i in range(n):
-                ve_add(&self._slot(self.env_worker[<Py_ssize_t>envs[i]])[3], 1)
+        ve_add(&self._slot(worker)[3], <uint32_t>n)
         with nogil:
             ve_add(self.nready, <uint32_t>n)  # the doorbell, after the counts
             if ve_load(self.parent_waiting) and self._published() >= <int32_t>ve_load(self.parent_target):
                 ve_futex_wake(self.nready)
         return t
 
-
-    # ------------------------------------------------------------ activity
-    # Slot bytes +32 (env + 1, 0: none) and +36 (an activity code): which env
-    # the worker is inside. The worker writes them with plain stores before
-    # and after each env call; the parent reads them once the worker is dead
-    # or stopped (a crash, a kill, the timeout watchdog), so what it reads is
-    # the last env call the worker entered and did not leave. A fresh worker
-    # starts with both cleared (the parent clears them before starting it).
+    def set_tx_blocked(self, Py_ssize_t worker, bint blocked):
+        """Worker: say that ``worker`` waits (or no longer waits) for room on
+        its pipe; a parent waiting for envs is woken to read the pipe."""
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        cdef uint32_t* s = self._slot(worker)
+        with nogil:
+            ve_store(&s[5], 1 if blocked else 0)
+            if blocked:
+                ve_add(self.nready, 1)
+                if ve_load(self.parent_waiting):
+                    ve_futex_wake(self.nready)
 
     def enter(self, Py_ssize_t worker, Py_ssize_t env, uint32_t activity):
         """Worker: record that ``worker`` is inside env ``env`` (in
@@ -734,27 +819,6 @@ cdef class Control:
         cdef uint32_t* s = self._slot(worker)
         s[9] = activity
         s[8] = <uint32_t>(env + 1)
-
-    def leave(self, Py_ssize_t worker):
-        """Worker: ``worker`` left its env call (also the parent, before it
-        starts a worker in this slot)."""
-        if worker < 0 or worker >= self.num_workers:
-            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
-        cdef uint32_t* s = self._slot(worker)
-        s[8] = 0
-        s[9] = 0
-
-    def activity(self, Py_ssize_t worker):
-        """Parent: ``(env, activity)`` recorded by ``worker`` (``(-1, 0)``
-        when it is between env calls)."""
-        if worker < 0 or worker >= self.num_workers:
-            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
-        cdef uint32_t* s = self._slot(worker)
-        cdef uint32_t e = ve_load(&s[8])
-        cdef uint32_t a = ve_load(&s[9])
-        if e == 0 or e > <uint32_t>self.num_envs:
-            return -1, 0
-        return <Py_ssize_t>e - 1, <Py_ssize_t>a
 
 
 # ---------------------------------------------------------------------- leaves

@@ -1,5 +1,5 @@
 # The parent's step path in one compiled call (issue 16). Included at the end
-# of _core.pyx, so it reads a Control's C fields directly; parent side only.
+# of _core.pyx, so it reads the C fields of the parent's Control directly.
 #
 # What one call does, in the order of vecenv.shmem_vec_env's Python path:
 # write the actions into their shared rows (only an ndarray of the action

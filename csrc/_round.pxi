@@ -1,5 +1,6 @@
 # The worker round as one compiled call (issue 16). Included at the end of
-# _core.pyx, so it reaches the cdef fields of Control directly.
+# _core.pyx, so it reaches the cdef fields of the worker's WorkerControl
+# (those of ControlRegion) directly.
 #
 # Runs in the worker (or in the process hosting an in-process loop). One
 # WorkerRound belongs to one vecenv._worker._Loop and does what the loop's
@@ -22,7 +23,7 @@
 # Protocol: as the Python round. The worker slot's activity words (+32 env+1,
 # +36 activity) name the env being run; its rows, status and ticket are
 # written before the ready bytes, which come before the published count and the
-# doorbell (see Control.publish).
+# doorbell (see WorkerControl.publish).
 
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_AsDouble, PyFloat_CheckExact
 from cpython.long cimport PyLong_Check
@@ -67,7 +68,7 @@ cdef class WorkerRound:
     Parameters
     ----------
     loop : vecenv._worker._Loop
-        The worker loop: its envs, layout, shared views, Control, action
+        The worker loop: its envs, layout, shared views, WorkerControl, action
         reader and the Python methods used for the cases handled there.
     error_payload : callable
         ``error_payload(exc, env_index, where)``: the picklable error report.
@@ -82,7 +83,7 @@ cdef class WorkerRound:
     """
 
     cdef object loop
-    cdef Control ctrl
+    cdef WorkerControl ctrl
     cdef uint32_t* slot
     cdef Py_ssize_t worker, lo, hi
     cdef list envs
@@ -245,7 +246,7 @@ cdef class WorkerRound:
 
     def run(self, list ops):
         """Run one round: ``ops`` is ``[(env, op), ...]`` from
-        ``Control.take_ops`` (env in [lo, hi), op STEP or RESET). Writes every
+        ``WorkerControl.take_ops`` (env in [lo, hi), op STEP or RESET). Writes every
         env's rows, leaves the slot and publishes them under one ticket (with
         the round message when an env has an info or an error).
 
@@ -315,9 +316,9 @@ cdef class WorkerRound:
             self._publish(n)
 
     cdef void _publish(self, Py_ssize_t n) noexcept:
-        # As Control.publish: status and ticket, fence, ready bytes, fence,
+        # As WorkerControl.publish: status and ticket, fence, ready bytes, fence,
         # the worker's published count, then the doorbell.
-        cdef Control c = self.ctrl
+        cdef WorkerControl c = self.ctrl
         cdef Py_ssize_t j
         cdef uint32_t t = ve_add(c.ticket_counter, 1)
         for j in range(n):

@@ -420,16 +420,17 @@ def _control(num_envs, num_workers, env_worker):
         block = _core.SharedBlock(fd, nbytes)
     finally:
         os.close(fd)
-    return block, _core.Control(block, num_envs, num_workers, env_worker, init=True)
+    ctrl = _core.Control(block, num_envs, num_workers, env_worker, init=True)
+    return block, ctrl, _core.WorkerControl(block, num_envs, num_workers)
 
 
 def test_control_counts_per_worker_forget_is_exact_and_nothing_wraps():
-    block, ctrl = _control(4, 2, [0, 0, 1, 1])
+    block, ctrl, wk = _control(4, 2, [0, 0, 1, 1])
     flags = np.zeros(4, bool)
     ctrl.track_in_flight(flags)
     ctrl.dispatch_all(_core.OP_STEP)
-    t1 = ctrl.publish([2], None, 1)
-    t2 = ctrl.publish([0, 1], [_core.STATUS_INFO, 0], 0)
+    t1 = wk.publish([2], None, 1)
+    t2 = wk.publish([0, 1], [_core.STATUS_INFO, 0], 0)
     assert t2 == t1 + 1
     assert ctrl.arrays()[3].tolist() == [t2, t2, t1, 0]
     out = np.empty(4, np.int64)
@@ -447,27 +448,27 @@ def test_control_counts_per_worker_forget_is_exact_and_nothing_wraps():
     with pytest.raises(ValueError, match="only 0"):
         ctrl.collect_all()
     assert ctrl.published() == 0 and ctrl.wait_ready(1, 0.0, 0.01) == -1
-    del ctrl
+    del ctrl, wk
     block.close()
 
 
 def test_control_dispatch_clears_status_and_tx_blocked_wakes_the_parent():
-    block, ctrl = _control(2, 1, [0, 0])
+    block, ctrl, wk = _control(2, 1, [0, 0])
     ctrl.dispatch_all(_core.OP_STEP)
-    ctrl.take_ops(0, 2)
-    ctrl.publish([0, 1], [_core.STATUS_ERROR, _core.STATUS_INFO], 0)
+    wk.take_ops(0, 2)
+    wk.publish([0, 1], [_core.STATUS_ERROR, _core.STATUS_INFO], 0)
     ctrl.collect_all()
     ctrl.dispatch(np.array([0, 1], np.int64), _core.OP_STEP)
     assert ctrl.arrays()[1].tolist() == [0, 0] and ctrl.arrays()[0].tolist() == [1, 1]
-    ctrl.set_tx_blocked(0, True)
+    wk.set_tx_blocked(0, True)
     assert ctrl.tx_blocked_workers() == [0]
     assert ctrl.wait_ready(2, 0.0, 1.0) == -2  # read the pipe, then wait again
-    ctrl.set_tx_blocked(0, False)
+    wk.set_tx_blocked(0, False)
     assert ctrl.tx_blocked_workers() == [] and ctrl.wait_ready(2, 0.0, 0.01) == -1
-    ctrl.set_tx_blocked(0, True)  # then the worker dies: its flag goes with it
+    wk.set_tx_blocked(0, True)  # then the worker dies: its flag goes with it
     ctrl.forget(0, 2)
     assert ctrl.tx_blocked_workers() == [] and ctrl.wait_ready(2, 0.0, 0.01) == -1
-    del ctrl
+    del ctrl, wk
     block.close()
 
 

@@ -220,17 +220,18 @@ def test_check_int_range():
 def _control(num_envs=6, num_workers=2):
     block = _block(_core.control_nbytes(num_envs, num_workers))
     env_worker = [i * num_workers // num_envs for i in range(num_envs)]
-    return block, _core.Control(block, num_envs, num_workers, env_worker, init=True)
+    ctl = _core.Control(block, num_envs, num_workers, env_worker, init=True)
+    return block, ctl, _core.WorkerControl(block, num_envs, num_workers)
 
 
 def test_control_dispatch_take_publish_collect_in_fifo_order():
-    block, ctl = _control()
+    block, ctl, wk = _control()
     ctl.dispatch(np.array([4, 1], np.int64), _core.OP_STEP)
-    assert ctl.take_ops(0, 3) == [(1, _core.OP_STEP)]
-    assert ctl.take_ops(3, 6) == [(4, _core.OP_STEP)]
-    assert ctl.take_ops(0, 6) == []  # ops are cleared once taken
-    ctl.publish([4], [_core.STATUS_INFO])
-    ctl.publish([1])
+    assert wk.take_ops(0, 3) == [(1, _core.OP_STEP)]
+    assert wk.take_ops(3, 6) == [(4, _core.OP_STEP)]
+    assert wk.take_ops(0, 6) == []  # ops are cleared once taken
+    wk.publish([4], [_core.STATUS_INFO], 1)
+    wk.publish([1], None, 0)
     assert ctl.wait_ready(2, 0.0, 1.0) == 2
     out = np.zeros(6, np.int64)
     assert ctl.collect(1, out) == 1  # env 4 first (published first), flagged
@@ -244,38 +245,168 @@ def test_control_dispatch_take_publish_collect_in_fifo_order():
 
 
 def test_control_worker_wait_sees_dispatch_and_messages():
-    block, ctl = _control()
-    assert ctl.worker_wait(0, 0, 0.0, 0.01) == -1
+    block, ctl, wk = _control()
+    assert wk.worker_wait(0, 0, 0.0, 0.01) == -1
     ctl.dispatch_all(_core.OP_RESET)
-    seq = ctl.worker_wait(0, 0, 0.0, 1.0)
+    seq = wk.worker_wait(0, 0, 0.0, 1.0)
     assert seq == 1
     ctl.post_message(0)
-    assert ctl.worker_wait(0, seq, 0.0, 1.0) == 2
-    assert ctl.message_seq(0) == 1
-    assert ctl.message_seq(1) == 0
+    assert wk.worker_wait(0, seq, 0.0, 1.0) == 2
+    assert wk.message_seq(0) == 1
+    assert wk.message_seq(1) == 0
     op, status, ready, ticket = ctl.arrays()
     assert op.tolist() == [_core.OP_RESET] * 6
 
 
 def test_control_collect_all_counts_flagged():
-    block, ctl = _control(4, 1)
+    block, ctl, wk = _control(4, 1)
     ctl.dispatch_all(_core.OP_STEP)
-    ctl.take_ops(0, 4)
-    ctl.publish([0, 1, 2, 3], [0, _core.STATUS_ERROR, 0, _core.STATUS_INFO])
+    wk.take_ops(0, 4)
+    wk.publish([0, 1, 2, 3], [0, _core.STATUS_ERROR, 0, _core.STATUS_INFO], 0)
     assert ctl.wait_ready(4, 0.0, 1.0) == 4
     assert ctl.collect_all() == 2
     assert ctl.published() == 0
 
 
 def test_control_validates_arguments():
-    block, ctl = _control()
+    block, ctl, wk = _control()
     with pytest.raises(ValueError, match="outside"):
         ctl.dispatch(np.array([6], np.int64), _core.OP_STEP)
     with pytest.raises(ValueError, match="worker"):
-        ctl.worker_wait(2, 0, 0.0, 0.0)
+        wk.worker_wait(2, 0, 0.0, 0.0)
     with pytest.raises(ValueError, match="env_worker"):
         _core.Control(block, 6, 2, [0, 0, 0, 1, 1, 2])
     with pytest.raises(ValueError, match="smaller"):
         _core.Control(_block(64), 6, 2, [0] * 6)
     with pytest.raises(ValueError, match="does not hold"):
         _core.Control(block, 5, 2, [0] * 5)
+
+
+# ------------------------------------------- parent and worker views (issue 12)
+
+PARENT_ONLY = {
+    "dispatch",
+    "dispatch_all",
+    "post_message",
+    "wait_ready",
+    "published",
+    "tx_blocked_workers",
+    "collect",
+    "collect_all",
+    "forget",
+    "track_in_flight",
+}
+WORKER_ONLY = {"worker_wait", "take_ops", "message_seq", "publish", "set_tx_blocked", "enter"}
+BOTH = {"arrays", "command_seq", "leave", "activity", "num_envs", "num_workers"}
+
+
+def _two_mappings(num_envs, num_workers, env_worker):
+    """The parent's Control and a WorkerControl over two mappings of one memfd,
+    as the parent and a worker process map the block."""
+    nbytes = _core.control_nbytes(num_envs, num_workers)
+    fd = os.memfd_create("vecenv-test-views")
+    try:
+        os.ftruncate(fd, nbytes)
+        pblock, wblock = _core.SharedBlock(fd, nbytes), _core.SharedBlock(fd, nbytes)
+    finally:
+        os.close(fd)
+    parent = _core.Control(pblock, num_envs, num_workers, env_worker, init=True)
+    return parent, _core.WorkerControl(wblock, num_envs, num_workers)
+
+
+def _public(cls):
+    return {n for n in dir(cls) if not n.startswith("_")}
+
+
+def test_parent_and_worker_views_split_the_methods():
+    assert issubclass(_core.Control, _core.ControlRegion)
+    assert issubclass(_core.WorkerControl, _core.ControlRegion)
+    assert not issubclass(_core.WorkerControl, _core.Control)
+    assert not issubclass(_core.Control, _core.WorkerControl)
+    assert _public(_core.ControlRegion) == BOTH
+    assert _public(_core.Control) == BOTH | PARENT_ONLY
+    assert _public(_core.WorkerControl) == BOTH | WORKER_ONLY
+
+
+def test_worker_view_needs_no_env_worker_and_checks_the_region():
+    block = _block(_core.control_nbytes(6, 2))
+    with pytest.raises(ValueError, match="does not hold"):  # no header written yet
+        _core.WorkerControl(block, 6, 2)
+    _core.Control(block, 6, 2, [0, 0, 0, 1, 1, 1], init=True)
+    wk = _core.WorkerControl(block, 6, 2)
+    assert (wk.num_envs, wk.num_workers) == (6, 2)
+    with pytest.raises(TypeError):
+        _core.WorkerControl(block, 6, 2, [0] * 6)  # no env-to-worker table to pass
+    with pytest.raises(ValueError, match="does not hold"):
+        _core.WorkerControl(block, 5, 2)
+    with pytest.raises(ValueError, match="smaller"):
+        _core.WorkerControl(_block(64), 6, 2)
+    with pytest.raises(TypeError, match="ControlRegion"):
+        _core.ControlRegion(block, 6, 2)
+    with pytest.raises(ValueError, match="worker=-1"):
+        wk.publish([0], None, -1)  # a worker names itself: no default from a table
+    with pytest.raises(ValueError, match="worker=2"):
+        wk.publish([3], None, 2)
+    assert wk.arrays()[2].tolist() == [0] * 6  # nothing published by the refused calls
+    del wk
+    block.close()
+
+
+@pytest.mark.timeout(30)
+def test_worker_view_does_its_whole_round_and_the_parent_sees_it():
+    # Worker 1 (envs 3..5) over its own mapping: everything a worker does
+    # goes through the WorkerControl, and the parent's Control agrees.
+    parent, wk = _two_mappings(6, 2, [0, 0, 0, 1, 1, 1])
+    seq = wk.command_seq(1)
+    assert wk.worker_wait(1, seq, 0.0, 0.01) == -1  # nothing dispatched yet
+    parent.post_message(1)
+    parent.dispatch(np.array([5, 3], np.int64), _core.OP_STEP)
+    assert parent.command_seq(1) == wk.command_seq(1) == seq + 2
+    assert parent.command_seq(0) == 0  # worker 0 hosts neither env: not woken
+    seq = wk.worker_wait(1, seq, 0.0, 1.0)
+    assert seq == parent.command_seq(1)
+    assert wk.take_ops(0, 3) == []
+    assert wk.take_ops(3, 6) == [(3, _core.OP_STEP), (5, _core.OP_STEP)]
+    assert parent.arrays()[0].tolist() == [0] * 6  # the worker cleared the ops
+    assert wk.message_seq(1) == 1 and wk.message_seq(0) == 0
+    wk.enter(1, 5, 7)
+    assert parent.activity(1) == (5, 7) and parent.activity(0) == (-1, 0)
+    wk.set_tx_blocked(1, True)
+    assert parent.tx_blocked_workers() == [1]
+    assert parent.wait_ready(2, 0.0, 1.0) == -2
+    wk.set_tx_blocked(1, False)
+    wk.leave(1)
+    assert parent.activity(1) == (-1, 0)
+    t1 = wk.publish([5], [_core.STATUS_INFO], 1)
+    t2 = wk.publish([3], None, 1)
+    assert t2 == t1 + 1
+    assert parent.wait_ready(2, 0.0, 1.0) == 2
+    assert parent.arrays()[3].tolist() == [0, 0, 0, t2, 0, t1]
+    out = np.zeros(6, np.int64)
+    assert parent.collect(2, out) == 1  # env 5's INFO status
+    assert out[:2].tolist() == [5, 3]  # in publish order
+    assert parent.published() == 0
+    parent.dispatch_all(_core.OP_RESET)
+    assert wk.worker_wait(1, seq, 0.0, 1.0) == seq + 1
+    assert wk.take_ops(3, 6) == [(3, _core.OP_RESET), (4, _core.OP_RESET), (5, _core.OP_RESET)]
+
+
+@pytest.mark.timeout(30)
+def test_worker_view_wakes_a_parent_asleep_on_its_own_mapping():
+    import threading
+
+    parent, wk = _two_mappings(4, 1, [0] * 4)
+    parent.dispatch_all(_core.OP_STEP)
+
+    def worker():
+        seq = wk.worker_wait(0, 0, 0.0, 5.0)
+        assert seq == 1
+        wk.publish([env for env, _ in wk.take_ops(0, 4)], None, 0)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        assert parent.wait_ready(4, 0.0, 5.0) == 4  # futex sleep, woken by the publish
+    finally:
+        thread.join()
+    assert parent.collect_all() == 0 and parent.published() == 0

@@ -587,13 +587,13 @@ def test_control_keeps_in_flight_flags_and_forgets_a_dead_workers_envs():
 
     from vecenv import _core
 
-    block, ctrl = _control(4, 2, [0, 0, 1, 1])
+    block, ctrl, wk = _control(4, 2, [0, 0, 1, 1])
     flags = np.zeros(4, bool)
     ctrl.track_in_flight(flags)
     ctrl.dispatch_all(_core.OP_STEP)
     assert flags.tolist() == [True] * 4 and ctrl.command_seq(1) == 1
-    ctrl.publish([0, 1])
-    ctrl.publish([2])
+    wk.publish([0, 1], None, 0)
+    wk.publish([2], None, 1)
     out = np.empty(4, np.int64)
     ctrl.collect(1, out)
     assert flags.tolist() == [False, True, True, True]
@@ -605,7 +605,7 @@ def test_control_keeps_in_flight_flags_and_forgets_a_dead_workers_envs():
     assert flags.tolist() == [False, False, False, True]
     with pytest.raises(ValueError, match="C-contiguous"):
         ctrl.track_in_flight(np.zeros(3, bool))
-    del ctrl
+    del ctrl, wk
     block.close()
 
 

@@ -78,7 +78,9 @@ def test_stub_functions_take_the_same_parameters():
             assert _stub_params(node) == runtime, node.name
 
 
-@pytest.mark.parametrize("cls_name", ["SharedBlock", "Control", "LeafWriter"])
+@pytest.mark.parametrize(
+    "cls_name", ["SharedBlock", "ControlRegion", "Control", "WorkerControl", "LeafWriter"]
+)
 def test_stub_classes_match_compiled_classes(cls_name):
     cls = getattr(_core, cls_name)
     stub = _stub_classes()[cls_name]
@@ -100,7 +102,7 @@ def test_stub_constructors_match_cinit_in_source():
     # Cython hides __cinit__'s parameters from inspect: read them from the source.
     source = PYX.read_text()
     classes = _stub_classes()
-    for cls_name in ("SharedBlock", "Control", "LeafWriter"):
+    for cls_name in ("SharedBlock", "Control", "WorkerControl", "LeafWriter"):
         m = re.search(
             rf"cdef class {cls_name}\b.*?def __cinit__\(self,(.*?)\):", source, flags=re.S
         )

@@ -27,7 +27,7 @@ answers; the parent keeps replies by ref and a caller takes only the ref it
 asked for, so a reply of an abandoned call (Ctrl-C, a timeout of a single
 wait) is never taken for another call's. A step's infos and errors (a
 ``round`` message) carry the ticket under which the worker published those
-envs (:meth:`vecenv._core.Control.publish`); the parent keeps them per env
+envs (:meth:`vecenv._core.WorkerControl.publish`); the parent keeps them per env
 with their ticket and takes them only for the ticket it collected, so an unread
 message of an abandoned step is never taken for a later step's. No message
 needs to be drained or resynchronised: stale ones are overwritten or dropped.

@@ -51,18 +51,37 @@ class SharedBlock:
         def __buffer__(self, flags: int, /) -> memoryview: ...
         def __release_buffer__(self, buffer: memoryview, /) -> None: ...
 
-class Control:
-    """Wait/wake protocol over the control region at byte 0 of a SharedBlock.
+class ControlRegion:
+    """The control region at byte 0 of a SharedBlock, as both sides map it:
+    counts, layout pointers and what both sides read. Not constructed directly
+    (TypeError): the parent holds a Control, each worker a WorkerControl."""
+
+    @property
+    def num_envs(self) -> int: ...
+    @property
+    def num_workers(self) -> int: ...
+    def arrays(
+        self,
+    ) -> tuple[
+        npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint32]
+    ]:
+        """Views ``(op, status, ready, ticket)``, each of length num_envs."""
+    def command_seq(self, worker: int) -> int:
+        """The worker's current cmd_seq (where a restarted worker starts)."""
+    # Slot bytes +32..+47: the env a worker is inside, and what it does there.
+    def leave(self, worker: int) -> None:
+        """Worker: it left its env call (the parent also clears a slot before a start)."""
+    def activity(self, worker: int) -> tuple[int, int]:
+        """Parent: ``(env, activity)`` last entered and not left, or ``(-1, 0)``."""
+
+class Control(ControlRegion):
+    """The parent's view: dispatch, wait, collect, forget.
 
     Raises ValueError when the block is too small, ``env_worker`` has the
     wrong length or an entry outside ``[0, num_workers)``, or (``init=False``)
     the block holds no control region of this shape.
     """
 
-    @property
-    def num_envs(self) -> int: ...
-    @property
-    def num_workers(self) -> int: ...
     def __init__(
         self,
         block: SharedBlock,
@@ -71,13 +90,6 @@ class Control:
         env_worker: Sequence[int],
         init: bool = False,
     ) -> None: ...
-    def arrays(
-        self,
-    ) -> tuple[
-        npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint32]
-    ]:
-        """Views ``(op, status, ready, ticket)``, each of length num_envs."""
-    # Parent side.
     def dispatch_all(self, op: int) -> None: ...
     def dispatch(self, env_ids: npt.NDArray[np.int64], op: int) -> None:
         """``env_ids``: int64, shape (k,), C-contiguous, each in [0, num_envs)."""
@@ -98,26 +110,25 @@ class Control:
     def forget(self, lo: int, hi: int) -> int:
         """After the worker of envs ``[lo, hi)`` died: clear their bytes; returns
         how many were published and not collected."""
-    def command_seq(self, worker: int) -> int:
-        """The worker's current cmd_seq (where a restarted worker starts)."""
-    # Worker side.
+
+class WorkerControl(ControlRegion):
+    """A worker's view: wait for work, take ops, publish, record its env call.
+
+    Raises ValueError when the block is too small or holds no control region
+    of this shape (the parent's Control writes the header).
+    """
+
+    def __init__(self, block: SharedBlock, num_envs: int, num_workers: int) -> None: ...
     def worker_wait(self, worker: int, last_seq: int, spin_s: float, timeout_s: float) -> int:
         """The new cmd_seq, or -1 when ``timeout_s`` ran out."""
     def message_seq(self, worker: int) -> int: ...
     def take_ops(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """``[(env, op), ...]`` for envs in ``[lo, hi)`` with a pending op."""
-    def publish(
-        self, envs: Sequence[int], statuses: Sequence[int] | None = None, worker: int = -1
-    ) -> int:
+    def publish(self, envs: Sequence[int], statuses: Sequence[int] | None, worker: int) -> int:
         """The ticket of this publish (0 when ``envs`` is empty)."""
     def set_tx_blocked(self, worker: int, blocked: bool) -> None: ...
-    # Slot bytes +32..+47: the env a worker is inside, and what it does there.
     def enter(self, worker: int, env: int, activity: int) -> None:
         """Worker: record that it is inside env ``env`` doing ``activity``."""
-    def leave(self, worker: int) -> None:
-        """Worker: it left its env call (the parent also clears a slot before a start)."""
-    def activity(self, worker: int) -> tuple[int, int]:
-        """Parent: ``(env, activity)`` last entered and not left, or ``(-1, 0)``."""
 
 class LeafWriter:
     """Worker side: copy one env's observation leaves into rows of the batch buffers.
@@ -165,7 +176,7 @@ class WorkerRound:
     def close(self) -> None:
         """Drop the views of the shared block and the loop; safe twice."""
     def run(self, ops: list[tuple[int, int]]) -> None:
-        """Run ``[(env, op), ...]`` (from ``Control.take_ops``), then publish the envs.
+        """Run ``[(env, op), ...]`` (from ``WorkerControl.take_ops``), then publish the envs.
 
         Raises ValueError after :meth:`close` or for an env outside the worker's.
         """

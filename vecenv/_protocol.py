@@ -5,7 +5,7 @@ One table for every number and tag the parent and its workers exchange:
 * :class:`Op`: what the parent writes into ``op[env]`` of the control block
   before it wakes the env's worker (:meth:`vecenv._core.Control.dispatch`).
 * :class:`Status`: what a worker writes into ``status[env]`` before it
-  publishes the env (:meth:`vecenv._core.Control.publish`): whether a message
+  publishes the env (:meth:`vecenv._core.WorkerControl.publish`): whether a message
   for that env follows on the worker's pipe.
 * :class:`Msg`: the first element of every message tuple on a worker's pipe
   (:mod:`vecenv._channel` documents each message and who sends it).

@@ -387,8 +387,7 @@ class _Loop:
         self.envs = envs
         self.block = block
         self.layout = layout
-        env_worker = [0] * layout.num_envs  # only used by the parent's dispatch
-        self.ctrl = _core.Control(block, layout.num_envs, layout.num_workers, env_worker)
+        self.ctrl = _core.WorkerControl(block, layout.num_envs, layout.num_workers)
         acts, obs, rew, term, trunc = layout.views(block)
         self.rewards, self.terminated, self.truncated = rew, term, trunc
         self.writer = _core.LeafWriter(obs)
