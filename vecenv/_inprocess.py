@@ -64,7 +64,9 @@ from vecenv._worker import (
     WorkerSpec,
     _Loop,
     _metadata,
+    close_envs,
     error_payload,
+    spaces_mismatch,
     to_gymnasium,
 )
 from vecenv.errors import InvalidArgumentError, StateError, as_env_exception
@@ -126,13 +128,7 @@ class InprocLoop(_Loop):
     def _reseed_from(self, ops: List[Tuple[int, int]]) -> None:
         """In-process the global generators are the caller's: left alone."""
 
-    def _publish_round(
-        self,
-        done_envs: List[int],
-        statuses: List[int],
-        infos: Dict[int, Any],
-        errors: Dict[int, Any],
-    ) -> None:
+    def _publish_round(self, done_envs, statuses, infos, errors) -> None:  # as _Loop's
         """Publish the round's envs and keep its infos and errors by
         reference, as gymnasium's SyncVectorEnv does: nothing is pickled (an
         info need not pickle in process). Each info dict is a shallow copy,
@@ -192,12 +188,7 @@ class InprocChannel:
 
     def _close_envs(self) -> None:
         loop, self.loop = self.loop, None
-        for env in self.envs:
-            try:
-                env.close()
-            except Exception:
-                pass
-        self.envs.clear()
+        close_envs(self.envs)
         if loop is not None:
             loop.release()
         self.process.exitcode = 0
@@ -347,24 +338,13 @@ def start_envs(venv: Any, env_fns) -> None:
                     venv._worker_error(error_payload(exc, i, "creating the env"))
                 )
                 raise err from err.__cause__
-        obs_space, act_space = envs[0].observation_space, envs[0].action_space
-        for i, env in enumerate(envs[1:], 1):
-            if venv.check_spaces and (
-                env.observation_space != obs_space or env.action_space != act_space
-            ):
-                mismatch = ValueError(
-                    f"env {i} has spaces ({env.observation_space}, {env.action_space}), "
-                    f"env 0 has ({obs_space}, {act_space}); all envs must share their spaces"
-                )
-                raise as_env_exception(
-                    venv._worker_error(error_payload(mismatch, i, "checking spaces"))
-                )
+        bad = spaces_mismatch(envs, 0) if venv.check_spaces else None
+        if bad is not None:
+            raise as_env_exception(
+                venv._worker_error(error_payload(bad[1], bad[0], "checking spaces"))
+            )
     except BaseException:
-        for env in envs:
-            try:
-                env.close()
-            except Exception:
-                pass
+        close_envs(envs)
         raise
     spec = WorkerSpec(
         index=0,
@@ -382,7 +362,7 @@ def start_envs(venv: Any, env_fns) -> None:
     res.procs = [process]
     res.chans = [InprocChannel(spec, envs, process)]
     venv._specs = [spec]
-    venv._spaces = (obs_space, act_space)
+    venv._spaces = (envs[0].observation_space, envs[0].action_space)
     venv.metadata = _metadata(envs[0])
 
 

@@ -329,16 +329,10 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
     if not torch_before and "torch" in sys.modules:  # a factory imported torch
         reseed_globals(seed_sequence(None), torch_only=True)
     obs_space, act_space = envs[0].observation_space, envs[0].action_space
-    for k, env in enumerate(envs[1:], 1):
-        if spec.check_spaces and (
-            env.observation_space != obs_space or env.action_space != act_space
-        ):
-            mismatch = ValueError(
-                f"env {spec.lo + k} has spaces ({env.observation_space}, {env.action_space}), "
-                f"env {spec.lo} has ({obs_space}, {act_space}); all envs must share their spaces"
-            )
-            _send(conn, msgs.Error(error_payload(mismatch, spec.lo + k, "checking spaces")))
-            return
+    bad = spaces_mismatch(envs, spec.lo) if spec.check_spaces else None
+    if bad is not None:
+        _send(conn, msgs.Error(error_payload(bad[1], bad[0], "checking spaces")))
+        return
     if not _send(conn, msgs.Spaces(obs_space, act_space, [_metadata(e) for e in envs[:1]])):
         return
 
@@ -369,6 +363,31 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
         loop.run()
     finally:
         loop.release()
+
+
+def close_envs(envs: List[Any]) -> None:
+    """Close every env of ``envs`` (an env whose close() raises is skipped),
+    then empty the list."""
+    for env in envs:
+        try:
+            env.close()
+        except Exception:
+            pass
+    envs.clear()
+
+
+def spaces_mismatch(envs: List[Any], lo: int) -> Optional[Tuple[int, ValueError]]:
+    """The first env of ``envs`` (env indices from ``lo``) whose observation
+    or action space differs from the first env's, with the error to report
+    for it; None when all share their spaces."""
+    obs_space, act_space = envs[0].observation_space, envs[0].action_space
+    for k, env in enumerate(envs[1:], 1):
+        if env.observation_space != obs_space or env.action_space != act_space:
+            return lo + k, ValueError(
+                f"env {lo + k} has spaces ({env.observation_space}, {env.action_space}), "
+                f"env {lo} has ({obs_space}, {act_space}); all envs must share their spaces"
+            )
+    return None
 
 
 def _metadata(env) -> Dict[str, Any]:
@@ -637,12 +656,7 @@ class _Loop:
         """Handle one parent message; False means exit."""
         kind = msg.kind
         if kind == Msg.CLOSE:
-            for env in self.envs:
-                try:
-                    env.close()
-                except Exception:
-                    pass
-            self.envs.clear()
+            close_envs(self.envs)
             _send(self.conn, msgs.Closed())
             return False
         if kind == Msg.RESET_KWARGS:
