@@ -6,7 +6,7 @@ Used by scripts/build_wheels.sh; run from the repository root:
         --wheel wheelhouse/vecenv-*.whl --auditwheel auditwheel
 
 The sdist must carry everything a compiler needs (setup.py, pyproject.toml,
-every csrc/*.pyx, *.pxd and *.h, the package sources) and nothing generated;
+every file of csrc/ but generated ones, the package sources) and nothing generated;
 the wheel only the package with its compiled core, py.typed and stub, and its
 dist-info with the license. ``auditwheel show`` must report a manylinux tag and
 no external shared library. Exits 1 and lists every problem found.
@@ -27,7 +27,13 @@ FORBIDDEN = re.compile(r"(\.(c|cpp|o|so|html|pyc)$|(^|/)(__pycache__|build)/)")
 
 def _source_files():
     """Files of the source tree the sdist must hold (relative paths)."""
-    csrc = [p for pat in ("*.pyx", "*.pxd", "*.h") for p in (ROOT / "csrc").glob(pat)]
+    # Every file of csrc/ but what a build generates: an include (.pxi) that
+    # the sdist lacks fails only when a user's pip compiles it.
+    csrc = [
+        p
+        for p in (ROOT / "csrc").iterdir()
+        if p.is_file() and not FORBIDDEN.search(p.name) and not p.name.startswith(".")
+    ]
     pkg = [p for pat in ("*.py", "*.pyi", "py.typed") for p in (ROOT / "vecenv").glob(pat)]
     top = [ROOT / n for n in ("setup.py", "pyproject.toml", "MANIFEST.in", "LICENSE", "README.md")]
     return sorted(str(p.relative_to(ROOT)) for p in csrc + pkg + top)
@@ -66,7 +72,7 @@ def check_wheel(path):
     leftovers = [
         n
         for n in pkg
-        if n not in cores and (FORBIDDEN.search(n) or n.endswith((".pyx", ".pxd", ".h")))
+        if n not in cores and (FORBIDDEN.search(n) or n.endswith((".pyx", ".pxd", ".pxi", ".h")))
     ]
     problems += [f"wheel holds a build leftover or source: {n}" for n in leftovers]
     if not any(n.endswith(".dist-info/licenses/LICENSE") for n in dist_info):
