@@ -560,6 +560,7 @@ def test_shmem_vec_env_same_results_with_python_round(monkeypatch, mode):
 
 
 def test_sb3_dropin_terminal_observations_match(monkeypatch):
+    pytest.importorskip("stable_baselines3")
     from vecenv.sb3 import SubprocVecEnv
 
     def run(py):
