@@ -187,6 +187,11 @@ PARENT_WAITING: int  # not all published within the first slice: nothing collect
 PARENT_TOO_FEW: int  # recv: fewer than k envs in flight: nothing was done
 PARENT_CHECK_DUE: int  # a liveness check is due: dispatched (step) but not waited
 
+#: ParentStep's batch: ``(obs, rewards, dones, infos, flagged, ended)``.
+_StepBatch = tuple[
+    object, npt.NDArray[np.float64], npt.NDArray[np.bool_], list[dict[str, Any]], int, int
+]
+
 class ParentStep:
     """Parent side: write actions, dispatch, wait one slice, collect and build
     the batch in one call; returns a code where the Python path takes over.
@@ -223,12 +228,7 @@ class ParentStep:
         first_s: float,
         reset_infos: list[dict[str, Any]] | None = None,
         next_check: float = ...,
-    ) -> (
-        int
-        | tuple[
-            object, npt.NDArray[np.float64], npt.NDArray[np.bool_], list[dict[str, Any]], int, int
-        ]
-    ):
+    ) -> int | _StepBatch:
         """:meth:`start` then :meth:`finish`; PARENT_NOT_EXACT when nothing was done."""
     def finish(
         self,
@@ -236,12 +236,7 @@ class ParentStep:
         first_s: float,
         reset_infos: list[dict[str, Any]] | None = None,
         next_check: float = ...,
-    ) -> (
-        int
-        | tuple[
-            object, npt.NDArray[np.float64], npt.NDArray[np.bool_], list[dict[str, Any]], int, int
-        ]
-    ):
+    ) -> int | _StepBatch:
         """PARENT_CHECK_DUE, PARENT_WAITING, or ``(obs, rewards, dones, infos, flagged, ended)``."""
     def recv(
         self,
