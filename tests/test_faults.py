@@ -796,6 +796,88 @@ def test_random_sigkills_with_the_restart_policy_keep_results_consistent(batch_s
         assert venv.restart_count > 0 and restarted > 0
 
 
+def _die_after_publishing(tmp_path, monkeypatch):
+    """Make a forked worker SIGKILL itself between publishing a round and
+    sending its infos, once (the first round with an info ``{"die": True}``;
+    a marker file keeps the restarted worker alive). The patch is inherited
+    through fork: the compiled round calls ``_Loop._publish_round`` too."""
+    from vecenv import _worker
+
+    marker = tmp_path / "died"
+    original = _worker._Loop._publish_round
+
+    def publish_round(self, done_envs, statuses, infos, errors):
+        if not marker.exists() and any(info.get("die") for info in infos.values()):
+            marker.touch()
+            self.ctrl.publish(done_envs, statuses, self.spec.index)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(self, done_envs, statuses, infos, errors)
+
+    monkeypatch.setattr(_worker._Loop, "_publish_round", publish_round)
+    return marker
+
+
+class DieAtEnv(InfoEnv):
+    """InfoEnv whose env ``die_env`` asks for its worker's death at t = 2."""
+
+    def __init__(self, env_id, die_env):
+        super().__init__(env_id)
+        self.die_env = die_env
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        info["die"] = self.env_id == self.die_env and self.t == 2
+        return obs, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("copy", [True, False], ids=["copy", "views"])
+@pytest.mark.parametrize("batch_size", [4, 2], ids=["lockstep", "partial"])
+def test_a_worker_killed_between_its_publish_and_its_info_reports_the_reset(
+    tmp_path, monkeypatch, batch_size, copy
+):
+    # Regression: the compiled step built the observations and dones before
+    # the infos were read, so the env of a worker restarted while its info was
+    # read came back with its pre-death row (t = 2) and done False.
+    marker = _die_after_publishing(tmp_path, monkeypatch)
+    fns = [functools.partial(DieAtEnv, i, 1) for i in range(4)]
+    with vecenv.ShmemVecEnv(
+        fns,
+        envs_per_worker=1,
+        batch_size=batch_size,
+        context="fork",
+        copy=copy,
+        on_worker_death="restart",
+    ) as venv:
+        venv.reset()
+        if batch_size == 2:  # partial batches: the reset's results come by recv()
+            assert sorted(venv.recv()[4].tolist() + venv.recv()[4].tolist()) == [0, 1, 2, 3]
+        seen = {}
+        for _ in range(4):  # each env steps 4 times: env 1's worker dies at its t = 2
+            if batch_size == 4:
+                obs, _, dones, infos = venv.step(ZEROS)
+                ids = np.arange(4)
+            else:
+                rows = []
+                venv.send(np.zeros(4, np.int64), np.arange(4))
+                for _ in range(2):
+                    obs, _, dones, infos, ids = venv.recv()
+                    rows.append((np.array(obs, copy=True), dones.copy(), infos, ids.copy()))
+                obs = np.concatenate([r[0] for r in rows])
+                dones = np.concatenate([r[1] for r in rows])
+                infos = [info for r in rows for info in r[2]]
+                ids = np.concatenate([r[3] for r in rows])
+            for row, i in enumerate(ids.tolist()):
+                seen.setdefault(i, []).append(
+                    (int(obs[row, 1]), bool(dones[row]), bool(infos[row].get("worker_restarted")))
+                )
+        assert marker.exists() and venv.restart_count == 1
+        # Env 1: t = 1, then its restart (the reset's row, done, reported),
+        # then a new episode; the other envs step on undisturbed.
+        assert seen[1] == [(1, False, False), (0, True, True), (1, False, False), (2, False, False)]
+        for i in (0, 2, 3):
+            assert seen[i] == [(t, False, False) for t in (1, 2, 3, 4)]
+
+
 _SCRIPT = textwrap.dedent(
     """
     import os, sys, time

@@ -106,7 +106,12 @@ class PartialBatches(Collector):
             if type(r) is tuple:
                 obs, rew, dones, infos, ids, flagged, ended, left = r
                 if flagged or ended:
+                    restarts = self.restart_count
                     self._complete(ids, infos, flagged)
+                    if self.restart_count != restarts:
+                        # A worker died before its info was read and was restarted
+                        # (see _read_flagged): its envs' rows and flags changed.
+                        obs, dones = self._batch_obs(ids), self._term[ids] | self._trunc[ids]
                 self._state = _RUNNING if left else _IDLE
                 return obs, rew, dones, infos, ids
             self._state = prev
@@ -122,16 +127,22 @@ class PartialBatches(Collector):
         self._wait(k, "step", State.RUNNING, waited)
         flagged = self._ctrl.collect(k, self._ids_out)
         ids = self._ids_out[:k].copy()
-        # copy=False and a batch of consecutive envs: hand out views of their
-        # shared rows (in env order) instead of gathering them.
-        contiguous = False
         if not self.copy:
-            ids.sort()
-            contiguous = int(ids[-1]) - int(ids[0]) == k - 1
+            ids.sort()  # consecutive envs then come as views (see _batch_obs)
         infos: List[Dict[str, Any]] = [{} for _ in range(k)]
         self._complete(ids, infos, flagged)
-        if contiguous:
-            lo = int(ids[0])
+        obs = self._batch_obs(ids)
+        self._state = State.RUNNING if self._in_flight.any() else State.IDLE
+        return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
+
+    def _batch_obs(self, ids):
+        """The observations of the envs ``ids`` (int64 array, row ``j`` is env
+        ``ids[j]``): with ``copy=False`` and consecutive ascending envs, views
+        of their shared rows; else gathered (into a fresh array with
+        ``copy=True``, into the reused buffer without)."""
+        k = len(ids)
+        lo = int(ids[0])
+        if not self.copy and int(ids[-1]) - lo == k - 1 and bool((np.diff(ids) == 1).all()):
             leaves = [buf[lo : lo + k] for buf in self._obs_bufs]
         else:
             leaves = []
@@ -143,6 +154,4 @@ class PartialBatches(Collector):
         if self._obs_pickled:
             values = [tuple(col[int(i)] for i in ids) for col in self._pickled_obs]
             leaves = _layout.merge_leaves(leaves, values, self._obs_pickled)
-        obs = leaves[0] if self._single_obs else self._unflatten_obs(leaves)
-        self._state = State.RUNNING if self._in_flight.any() else State.IDLE
-        return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
+        return leaves[0] if self._single_obs else self._unflatten_obs(leaves)

@@ -569,7 +569,12 @@ class ShmemVecEnv(PartialBatches):
             return self._step_finish(_SLICE_S if r == _core.PARENT_WAITING else 0.0)
         obs, rew, dones, infos, flagged, ended = r
         if flagged or ended:  # the per-env Python part (see ParentStep.finish)
+            restarts = self.restart_count
             self._complete(None, infos, flagged)
+            if self.restart_count != restarts:
+                # A worker died before its info was read and was restarted (see
+                # _read_flagged): its envs' rows and flags are those of the reset.
+                obs, dones = self._obs_batch(), self._term | self._trunc
         self._state = _IDLE
         return obs, rew, dones, infos
 
