@@ -229,9 +229,9 @@ def _partial_run(venv, each):
     steps = np.zeros(n, np.int64)
     venv.reset()
     _compiled_next(venv)
-    for _ in range(100 * each):
-        if min(len(v) for v in per_env.values()) >= each:
-            break
+    deadline = time.monotonic() + 60  # by time, not by count: see the docstring
+    while min(len(v) for v in per_env.values()) < each:
+        assert time.monotonic() < deadline, {e: len(v) for e, v in per_env.items()}
         obs, rew, dones, infos, ids = venv.recv()
         assert ids.dtype == np.int64 and len(set(ids.tolist())) == k
         for j, e in enumerate(ids.tolist()):
@@ -339,7 +339,13 @@ def test_errors_name_the_env_and_reset_recovers(monkeypatch, partial):
             ) as info:
                 venv.reset()
                 _compiled_next(venv)
-                for t in range(400):  # until env 2 fails (a busy machine may starve it)
+                # Until env 2 fails: bounded by time, not by count, because the
+                # first-finished batches of a busy machine may leave env 2's
+                # worker out for hundreds of batches.
+                deadline = time.monotonic() + 60
+                t = 0
+                while time.monotonic() < deadline:
+                    t += 1
                     if partial:
                         *_, ids = venv.recv()
                         venv.send(_actions(4, t)[ids], ids)
