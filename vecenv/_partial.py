@@ -110,8 +110,9 @@ class PartialBatches(Collector):
                     self._complete(ids, infos, flagged)
                     if self.restart_count != restarts:
                         # A worker died before its info was read and was restarted
-                        # (see _read_flagged): its envs' rows and flags changed.
-                        obs, dones = self._batch_obs(ids), self._term[ids] | self._trunc[ids]
+                        # (see _read_flagged): its envs' rows, rewards and flags changed.
+                        obs, rew = self._batch_obs(ids), self._rew[ids]
+                        dones = self._term[ids] | self._trunc[ids]
                 self._state = _RUNNING if left else _IDLE
                 return obs, rew, dones, infos, ids
             self._state = prev

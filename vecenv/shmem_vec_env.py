@@ -573,8 +573,8 @@ class ShmemVecEnv(PartialBatches):
             self._complete(None, infos, flagged)
             if self.restart_count != restarts:
                 # A worker died before its info was read and was restarted (see
-                # _read_flagged): its envs' rows and flags are those of the reset.
-                obs, dones = self._obs_batch(), self._term | self._trunc
+                # _read_flagged): its envs' rows, rewards and flags are the reset's.
+                obs, rew, dones = self._obs_batch(), self._rew.copy(), self._term | self._trunc
         self._state = _IDLE
         return obs, rew, dones, infos
 
