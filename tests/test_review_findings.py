@@ -7,7 +7,10 @@ Each test runs under the compiled paths (the default) and the Python ones
 from __future__ import annotations
 
 import functools
+import os
+import signal
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -57,3 +60,52 @@ def test_a_worker_restarted_while_its_info_is_read_reports_the_resets_reward(
                 )
         assert marker.exists() and venv.restart_count == 1
         assert seen[1] == [(1.0, False, False), (0.0, True, True), (1.0, False, False)]
+
+
+class CountEnv(gym.Env):
+    """Observation ``[env_id, t]``, reward 1.0, no infos; never ends."""
+
+    def __init__(self, env_id):
+        self.env_id = env_id
+        self.observation_space = gym.spaces.Box(-1e9, 1e9, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.array([self.env_id, 0], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.env_id, self.t], np.float32), 1.0, False, False, {}
+
+
+def _kill_worker(venv, w):
+    proc = venv._resources.procs[w]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(10.0)
+    assert proc.exitcode is not None
+
+
+@pytest.mark.timeout(60)
+def test_a_restart_while_sending_pipe_actions_is_reported_in_that_step(path):
+    # Actions that are not an exact array go through the pipes (_put_actions);
+    # a worker found dead there is restarted, so this step's result of its env
+    # is the restart's. The compiled step checked for restarts to report
+    # before _put_actions and skipped _complete for a batch without infos: the
+    # restart was reported one step late, on an ordinary step's result.
+    fns = [functools.partial(CountEnv, i) for i in range(2)]
+    with vecenv.ShmemVecEnv(
+        fns, envs_per_worker=1, context="fork", on_worker_death="restart"
+    ) as venv:
+        venv.reset()
+        venv.step([0, 0])
+        _kill_worker(venv, 1)
+        obs, rew, dones, infos = venv.step([0, 0])
+        assert venv.restart_count == 1
+        assert obs[:, 1].tolist() == [2, 1]  # env 1 was reset, then stepped
+        assert dones.tolist() == [False, True]
+        assert infos[1].get("worker_restarted") is True and "worker_restarted" not in infos[0]
+        obs, rew, dones, infos = venv.step([0, 0])
+        assert obs[:, 1].tolist() == [3, 2] and dones.tolist() == [False, False]
+        assert infos == [{}, {}]
