@@ -109,3 +109,67 @@ def test_a_restart_while_sending_pipe_actions_is_reported_in_that_step(path):
         obs, rew, dones, infos = venv.step([0, 0])
         assert obs[:, 1].tolist() == [3, 2] and dones.tolist() == [False, False]
         assert infos == [{}, {}]
+
+
+class SeedEnv(gym.Env):
+    """Observation ``[env_id, t]``; each reset's info holds the seed it got.
+    Env ``die_env``'s worker dies inside its step at t = 2 while the file
+    ``marker`` does not exist (it creates it first)."""
+
+    def __init__(self, env_id, die_env, marker):
+        self.env_id, self.die_env, self.marker = env_id, die_env, marker
+        self.observation_space = gym.spaces.Box(-1e9, 1e9, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.array([self.env_id, 0], np.float32), {"seed": seed}
+
+    def step(self, action):
+        self.t += 1
+        if self.env_id == self.die_env and self.t == 2 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(1)
+        return np.array([self.env_id, self.t], np.float32), 1.0, False, False, {}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("batch_size", [4, 2], ids=["lockstep", "partial"])
+def test_a_restart_after_the_reset_was_collected_does_not_reuse_its_seed(
+    tmp_path, path, batch_size
+):
+    # A worker restarted while its envs are in flight resets them with the
+    # seeds of the reset in progress (_pending_kwargs). reset_wait forgets
+    # them once the reset is collected; with partial batches recv collects
+    # the reset and they were kept for good: a death many steps later reset
+    # the env with its first seed again (a replay of its first episode),
+    # where lockstep gives it an unseeded reset.
+    marker = str(tmp_path / "died")
+    fns = [functools.partial(SeedEnv, i, 1, marker) for i in range(4)]
+    with vecenv.ShmemVecEnv(
+        fns,
+        envs_per_worker=1,
+        batch_size=batch_size,
+        context="fork",
+        on_worker_death="restart",
+        autoreset_mode="next_step",  # a reported restart's info holds its reset's info
+    ) as venv:
+        venv.seed(100)
+        venv.reset()
+        if batch_size == 2:
+            got = [venv.recv() for _ in range(2)]
+            seeds = {int(i): info["seed"] for p in got for i, info in zip(p[4], p[3])}
+            assert seeds == {0: 100, 1: 101, 2: 102, 3: 103}
+        restarted = []
+        for _ in range(3):
+            if batch_size == 4:
+                _, _, _, infos = venv.step(np.zeros(4, np.int64))
+                restarted += [info for info in infos if info.get("worker_restarted")]
+            else:
+                venv.send(np.zeros(4, np.int64), np.arange(4))
+                for _ in range(2):
+                    infos = venv.recv()[3]
+                    restarted += [info for info in infos if info.get("worker_restarted")]
+        assert venv.restart_count == 1 and len(restarted) == 1
+        assert restarted[0]["seed"] is None
