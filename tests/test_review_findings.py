@@ -173,3 +173,65 @@ def test_a_restart_after_the_reset_was_collected_does_not_reuse_its_seed(
                     restarted += [info for info in infos if info.get("worker_restarted")]
         assert venv.restart_count == 1 and len(restarted) == 1
         assert restarted[0]["seed"] is None
+
+
+class ActionEnv(gym.Env):
+    """Observation ``[env_id, last action]`` (-1 after a reset)."""
+
+    def __init__(self, env_id):
+        self.env_id = env_id
+        self.observation_space = gym.spaces.Box(-1e9, 1e9, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        return np.array([self.env_id, -1], np.float32), {}
+
+    def step(self, action):
+        return np.array([self.env_id, int(action)], np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("api", ["step", "step_async", "send"])
+def test_ctrl_c_between_two_workers_pipe_actions_needs_a_reset(path, api):
+    # Actions that are not an exact array go to each worker through its pipe
+    # (_put_actions). A Ctrl-C after worker 0 got its actions and before
+    # worker 1 did left the state IDLE (step's docstring promises NEEDS_RESET):
+    # the next step, with actions in shared memory, silently ran env 0 with
+    # the interrupted step's action.
+    fns = [functools.partial(ActionEnv, i) for i in range(2)]
+    batch_size = 1 if api == "send" else 2
+    with vecenv.ShmemVecEnv(fns, envs_per_worker=1, batch_size=batch_size) as venv:
+        venv.reset()
+        if api == "send":
+            venv.recv(), venv.recv()
+        post, posted = venv._post, []
+
+        def interrupted_post(w, msg, *args, **kwargs):
+            if msg.kind == vecenv._protocol.Msg.ACTIONS:
+                posted.append(w)
+                if len(posted) == 2:
+                    raise KeyboardInterrupt
+            return post(w, msg, *args, **kwargs)
+
+        venv._post = interrupted_post
+        with pytest.raises(KeyboardInterrupt):
+            if api == "send":
+                venv.send([2, 2], [0, 1])
+            else:
+                getattr(venv, api)([2, 2])
+        del venv._post
+        assert posted == [0, 1]
+        with pytest.raises(vecenv.errors.StateError, match="reset"):
+            if api == "send":
+                venv.send(np.ones(2, np.int64), np.arange(2))
+            else:
+                venv.step(np.ones(2, np.int64))
+        venv.reset()  # drops the actions worker 0 holds
+        if api == "send":
+            venv.recv(), venv.recv()
+            venv.send(np.ones(2, np.int64), np.arange(2))
+            rows = [venv.recv() for _ in range(2)]
+            got = sorted(tuple(r[0][0].tolist()) for r in rows)
+        else:
+            got = sorted(tuple(row) for row in venv.step(np.ones(2, np.int64))[0].tolist())
+        assert got == [(0.0, 1.0), (1.0, 1.0)]

@@ -191,6 +191,8 @@ class Collector(WorkerStartup):
             Nothing was sent.
         WorkerDiedError
             A worker died before its actions could be sent.
+        KeyboardInterrupt
+            Between two workers' actions: the state is NEEDS_RESET.
         """
         n = self.num_envs if ids is None else len(ids)
         space = self.action_space
@@ -212,12 +214,22 @@ class Collector(WorkerStartup):
             by_worker.setdefault(int(self._env_worker[i]), {})[int(i)] = a
         # Posted before the step is dispatched: the worker reads every message
         # posted before it takes the ops (see _worker._Loop.run).
-        for w, acts in by_worker.items():
-            try:
-                self._post(w, msgs.Actions(acts))
-            except WorkerDiedError:  # restart (or raise), then send again
-                self._on_deaths([w], "step")
-                self._post(w, msgs.Actions(acts))
+        sent = 0
+        try:
+            for w, acts in by_worker.items():
+                try:
+                    self._post(w, msgs.Actions(acts))
+                except WorkerDiedError:  # restart (or raise), then send again
+                    self._on_deaths([w], "step")
+                    self._post(w, msgs.Actions(acts))
+                sent += 1
+        except BaseException:
+            # A Ctrl-C (or an error) between two posts: the workers already
+            # sent their actions would take them in their next step, whatever
+            # it is sent; only a reset drops them (_Loop._reset).
+            if sent or self._broken_workers():
+                self._state = State.NEEDS_RESET
+            raise
 
     def _send_reset_kwargs(self, ids) -> None:
         per_worker: Dict[int, Dict[int, Dict[str, Any]]] = {}
