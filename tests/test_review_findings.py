@@ -20,9 +20,10 @@ from tests.test_faults import DieAtEnv, _die_after_publishing
 
 @pytest.fixture(params=["compiled", "python"])
 def path(request, monkeypatch):
-    """Run the test under the compiled parent step, then the Python one."""
+    """Run the test under the compiled parent step and worker round, then the Python ones."""
     if request.param == "python":
         monkeypatch.setenv("VECENV_PARENT_STEP", "python")
+        monkeypatch.setenv("VECENV_PY_ROUND", "1")
     return request.param
 
 
