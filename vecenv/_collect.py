@@ -191,6 +191,8 @@ class Collector(WorkerStartup):
             Nothing was sent.
         WorkerDiedError
             A worker died before its actions could be sent.
+        KeyboardInterrupt
+            Once a worker holds its actions: the state is NEEDS_RESET.
         """
         n = self.num_envs if ids is None else len(ids)
         space = self.action_space
@@ -212,12 +214,24 @@ class Collector(WorkerStartup):
             by_worker.setdefault(int(self._env_worker[i]), {})[int(i)] = a
         # Posted before the step is dispatched: the worker reads every message
         # posted before it takes the ops (see _worker._Loop.run).
-        for w, acts in by_worker.items():
-            try:
-                self._post(w, msgs.Actions(acts))
-            except WorkerDiedError:  # restart (or raise), then send again
-                self._on_deaths([w], "step")
-                self._post(w, msgs.Actions(acts))
+        # From the first post until the caller dispatches the step: a worker
+        # holding actions takes them in its next step, whatever that step is
+        # sent, so a Ctrl-C (or an error) here needs the reset that drops them
+        # (_Loop._reset). The callers set NEEDS_RESET before the dispatch anyway.
+        prev, sent = self._state, 0
+        self._state = State.NEEDS_RESET
+        try:
+            for w, acts in by_worker.items():
+                try:
+                    self._post(w, msgs.Actions(acts))
+                except WorkerDiedError:  # restart (or raise), then send again
+                    self._on_deaths([w], "step")
+                    self._post(w, msgs.Actions(acts))
+                sent += 1
+        except BaseException:
+            if not sent and not self._broken_workers():
+                self._state = prev  # nothing was sent (say, an action that does not pickle)
+            raise
 
     def _send_reset_kwargs(self, ids) -> None:
         per_worker: Dict[int, Dict[int, Dict[str, Any]]] = {}

@@ -110,8 +110,11 @@ class PartialBatches(Collector):
                     self._complete(ids, infos, flagged)
                     if self.restart_count != restarts:
                         # A worker died before its info was read and was restarted
-                        # (see _read_flagged): its envs' rows and flags changed.
-                        obs, dones = self._batch_obs(ids), self._term[ids] | self._trunc[ids]
+                        # (see _read_flagged): its envs' rows, rewards and flags changed.
+                        obs, rew = self._batch_obs(ids), self._rew[ids]
+                        dones = self._term[ids] | self._trunc[ids]
+                if self._pending_kwargs:
+                    self._reset_collected(ids)
                 self._state = _RUNNING if left else _IDLE
                 return obs, rew, dones, infos, ids
             self._state = prev
@@ -132,8 +135,18 @@ class PartialBatches(Collector):
         infos: List[Dict[str, Any]] = [{} for _ in range(k)]
         self._complete(ids, infos, flagged)
         obs = self._batch_obs(ids)
+        if self._pending_kwargs:
+            self._reset_collected(ids)
         self._state = State.RUNNING if self._in_flight.any() else State.IDLE
         return obs, self._rew[ids], self._term[ids] | self._trunc[ids], infos, ids
+
+    def _reset_collected(self, ids) -> None:
+        """The envs ``ids`` (int64 array) were collected: a reset among them is
+        over, so a later restart of their worker must not reset them with
+        its seeds and options again (``_pending_kwargs``, as reset_wait
+        forgets them in lockstep)."""
+        for i in ids.tolist():
+            self._pending_kwargs.pop(i, None)
 
     def _batch_obs(self, ids):
         """The observations of the envs ``ids`` (int64 array, row ``j`` is env

@@ -568,13 +568,16 @@ class ShmemVecEnv(PartialBatches):
         if type(r) is not tuple:  # the Python wait takes over (after a first slice)
             return self._step_finish(_SLICE_S if r == _core.PARENT_WAITING else 0.0)
         obs, rew, dones, infos, flagged, ended = r
-        if flagged or ended:  # the per-env Python part (see ParentStep.finish)
+        # A worker restarted while step() sent its actions (_put_actions) has
+        # its restart reported in this step, as the Python path does.
+        reported = bool(self._restarted)
+        if flagged or ended or reported:  # the per-env Python part (see ParentStep.finish)
             restarts = self.restart_count
             self._complete(None, infos, flagged)
-            if self.restart_count != restarts:
-                # A worker died before its info was read and was restarted (see
-                # _read_flagged): its envs' rows and flags are those of the reset.
-                obs, dones = self._obs_batch(), self._term | self._trunc
+            if reported or self.restart_count != restarts:
+                # The report set its envs' flags; a worker that died before its
+                # info was read (see _read_flagged) has its rows and rewards reset too.
+                obs, rew, dones = self._obs_batch(), self._rew.copy(), self._term | self._trunc
         self._state = _IDLE
         return obs, rew, dones, infos
 
