@@ -13,9 +13,9 @@ import signal
 import gymnasium as gym
 import numpy as np
 import pytest
+from test_faults import DieAtEnv, _die_after_publishing
 
 import vecenv
-from tests.test_faults import DieAtEnv, _die_after_publishing
 
 
 @pytest.fixture(params=["compiled", "python"])
