@@ -191,6 +191,23 @@ class ActionEnv(gym.Env):
         return np.array([self.env_id, int(action)], np.float32), 0.0, False, False, {}
 
 
+def _interrupt_the_second_actions_post(venv):
+    """Make ``venv``'s next pipe-actions posts raise KeyboardInterrupt at the
+    second worker (the first holds its actions); return the list of workers
+    posted to. ``del venv._post`` undoes it."""
+    post, posted = venv._post, []
+
+    def interrupted_post(w, msg, *args, **kwargs):
+        if msg.kind == vecenv._protocol.Msg.ACTIONS:
+            posted.append(w)
+            if len(posted) == 2:
+                raise KeyboardInterrupt
+        return post(w, msg, *args, **kwargs)
+
+    venv._post = interrupted_post
+    return posted
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("api", ["step", "step_async", "send"])
 def test_ctrl_c_between_two_workers_pipe_actions_needs_a_reset(path, api):
@@ -205,16 +222,7 @@ def test_ctrl_c_between_two_workers_pipe_actions_needs_a_reset(path, api):
         venv.reset()
         if api == "send":
             venv.recv(), venv.recv()
-        post, posted = venv._post, []
-
-        def interrupted_post(w, msg, *args, **kwargs):
-            if msg.kind == vecenv._protocol.Msg.ACTIONS:
-                posted.append(w)
-                if len(posted) == 2:
-                    raise KeyboardInterrupt
-            return post(w, msg, *args, **kwargs)
-
-        venv._post = interrupted_post
+        posted = _interrupt_the_second_actions_post(venv)
         with pytest.raises(KeyboardInterrupt):
             if api == "send":
                 venv.send([2, 2], [0, 1])
@@ -236,3 +244,22 @@ def test_ctrl_c_between_two_workers_pipe_actions_needs_a_reset(path, api):
         else:
             got = sorted(tuple(row) for row in venv.step(np.ones(2, np.int64))[0].tolist())
         assert got == [(0.0, 1.0), (1.0, 1.0)]
+
+
+@pytest.mark.timeout(60)
+def test_a_subset_reset_after_an_interrupted_post_drops_the_held_actions(path):
+    # After the Ctrl-C of the test above, a reset of env 1 alone left worker 0
+    # holding env 0's interrupted action (2): its next step, with actions in
+    # shared memory, took that action instead of its own (1).
+    fns = [functools.partial(ActionEnv, i) for i in range(3)]
+    with vecenv.ShmemVecEnv(fns, envs_per_worker=1) as venv:
+        venv.reset()
+        _interrupt_the_second_actions_post(venv)
+        with pytest.raises(KeyboardInterrupt):
+            venv.step([2, 2, 2])
+        del venv._post
+        venv.reset_async(env_ids=[1])
+        obs = venv.reset_wait()
+        assert obs[1].tolist() == [1.0, -1.0]
+        got = venv.step(np.ones(3, np.int64))[0]
+        assert got.tolist() == [[0.0, 1.0], [1.0, 1.0], [2.0, 1.0]]

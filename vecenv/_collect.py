@@ -233,6 +233,19 @@ class Collector(WorkerStartup):
                 self._state = prev  # nothing was sent (say, an action that does not pickle)
             raise
 
+    def _drop_held_actions(self) -> None:
+        """Before a subset reset that follows an error or a Ctrl-C: an
+        interrupted ``_put_actions`` may have left actions with workers whose
+        envs this reset does not reach (a full reset drops them with each
+        env's reset). A dead worker is restarted (with none held)."""
+        for w in range(len(self._ranges)):
+            if w in self._dead:
+                continue
+            try:
+                self._post(w, msgs.Actions({}, replace=True))
+            except WorkerDiedError:
+                self._on_deaths([w], "reset")
+
     def _send_reset_kwargs(self, ids) -> None:
         per_worker: Dict[int, Dict[int, Dict[str, Any]]] = {}
         for i in ids:

@@ -100,6 +100,7 @@ class Actions:
 
     kind: ClassVar[Msg] = Msg.ACTIONS
     actions: Dict[int, Any]
+    replace: bool = False  # drop the actions held from before (an interrupted post's)
 
 
 @dataclasses.dataclass(frozen=True)

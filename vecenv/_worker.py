@@ -663,6 +663,8 @@ class _Loop:
             self.reset_kwargs.update(msg.kwargs)
             return True
         if kind == Msg.ACTIONS:  # {env index: action} for their next step
+            if msg.replace:
+                self.pipe_actions.clear()
             self.pipe_actions.update(msg.actions)
             return True
         if kind == Msg.SYNC:  # the parent drops every message sent before this reply

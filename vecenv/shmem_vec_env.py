@@ -407,6 +407,7 @@ class ShmemVecEnv(PartialBatches):
             State.STEP_PENDING,
         )
         ids = self._reset_ids(env_ids)
+        entered = self._state
         self._state = State.NEEDS_RESET  # until the reset completes
         self._reset_restarts = set()  # a worker may be restarted once per reset
         try:
@@ -419,6 +420,8 @@ class ShmemVecEnv(PartialBatches):
                 self._drain("reset")
             for chan in self._resources.chans:  # replies of abandoned calls, old infos
                 chan.forget_stale()
+            if ids is not None and entered is State.NEEDS_RESET:
+                self._drop_held_actions()
             if ids is not None and self._reset_restarts:  # their envs are new: reset them too
                 new = [i for w in self._reset_restarts for i in range(*self._ranges[w])]
                 ids = np.union1d(ids, np.asarray(new, dtype=np.int64))
