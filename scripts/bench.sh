@@ -9,7 +9,7 @@
 # choose, --publish for the committed benchmarks/results/latest.json and .png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+. scripts/_python.sh  # sets PY: PYTHON, python3, or a .venv where python3 is externally managed
 if [ "${VECENV_BENCH_NO_INSTALL:-0}" != "1" ]; then
   # stable-baselines3 pulls in PyTorch: take the CPU build first so pip does not
   # fetch a multi-gigabyte CUDA one.

@@ -9,7 +9,7 @@
 # (set by .ci/run), which makes that a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+. scripts/_python.sh  # sets PY: PYTHON, python3, or a .venv where python3 is externally managed
 # VECENV_TEST_NO_INSTALL=1 skips the installs (vecenv and the extras already there).
 if [ "${VECENV_TEST_NO_INSTALL:-0}" != 1 ]; then
   # stable-baselines3 pulls in PyTorch: take the CPU build first so pip does not

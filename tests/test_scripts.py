@@ -90,3 +90,68 @@ def test_deliberate_segfault_prints_no_fatal_error_stack():
     assert r.returncode == 0, r.stdout[-2000:]
     assert " passed" in r.stdout and "no tests ran" not in r.stdout
     assert "Fatal Python error" not in r.stdout + r.stderr
+
+
+SYSTEM_PYTHON = pathlib.Path("/usr/bin/python3")
+
+
+def _externally_managed(python):
+    code = (
+        "import os, sys, sysconfig; marker = os.path.join(sysconfig.get_path('stdlib'), "
+        "'EXTERNALLY-MANAGED'); print(sys.prefix == sys.base_prefix and os.path.exists(marker))"
+    )
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=30)
+    return out.stdout.strip() == "True"
+
+
+def _pick_python(tmp_path, python3, **env):
+    """Source scripts/_python.sh in a checkout-like folder whose PATH has
+    ``python3`` first; return (the PY it picked, its stderr)."""
+    checkout = tmp_path / "checkout"
+    (checkout / "scripts").mkdir(parents=True, exist_ok=True)
+    (checkout / "scripts" / "_python.sh").write_text((ROOT / "scripts" / "_python.sh").read_text())
+    stub = tmp_path / "bin"
+    stub.mkdir(exist_ok=True)
+    link = stub / "python3"
+    if not link.exists():
+        link.symlink_to(python3)
+    full_env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "VIRTUAL_ENV")}
+    full_env.update(PATH=f"{stub}{os.pathsep}{full_env['PATH']}", **env)
+    r = subprocess.run(
+        ["bash", "-c", '. scripts/_python.sh && echo "$PY"'],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=170,
+        env=full_env,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip(), r.stderr
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(
+    not SYSTEM_PYTHON.exists() or not _externally_managed(SYSTEM_PYTHON),
+    reason="no externally managed (PEP 668) system Python here",
+)
+def test_an_externally_managed_python3_gets_a_venv_in_the_checkout(tmp_path):
+    # A user without root on Debian or Ubuntu: pip refuses to install into the
+    # system python3, so the README's commands make .venv and use it.
+    py, err = _pick_python(tmp_path, SYSTEM_PYTHON)
+    venv_python = tmp_path / "checkout" / ".venv" / "bin" / "python"
+    assert py == str(venv_python) and venv_python.exists()
+    assert "externally managed (PEP 668)" in err and "PYTHON=" in err
+    assert not _externally_managed(venv_python)
+    again, err = _pick_python(tmp_path, SYSTEM_PYTHON)  # made once, then reused
+    assert again == py and "making" not in err
+
+
+@pytest.mark.timeout(60)
+def test_python3_that_pip_may_install_into_and_python_are_used_as_they_are(tmp_path):
+    if _externally_managed(sys.executable):
+        pytest.skip("this interpreter is externally managed")
+    py, err = _pick_python(tmp_path, sys.executable)
+    assert py == "python3" and err == ""
+    assert not (tmp_path / "checkout" / ".venv").exists()
+    py, err = _pick_python(tmp_path, SYSTEM_PYTHON, PYTHON="/opt/some/python")
+    assert py == "/opt/some/python" and err == ""
