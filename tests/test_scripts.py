@@ -112,9 +112,11 @@ def _pick_python(tmp_path, python3, **env):
     (checkout / "scripts" / "_python.sh").write_text((ROOT / "scripts" / "_python.sh").read_text())
     stub = tmp_path / "bin"
     stub.mkdir(exist_ok=True)
-    link = stub / "python3"
-    if not link.exists():
-        link.symlink_to(python3)
+    # A wrapper, not a symlink: a venv's python found through a symlink
+    # outside the venv does not know it is one (no pyvenv.cfg beside it).
+    wrapper = stub / "python3"
+    wrapper.write_text(f'#!/bin/sh\nexec "{python3}" "$@"\n')
+    wrapper.chmod(0o755)
     full_env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "VIRTUAL_ENV")}
     full_env.update(PATH=f"{stub}{os.pathsep}{full_env['PATH']}", **env)
     r = subprocess.run(
