@@ -133,8 +133,10 @@ def _pick_python(tmp_path, python3, **env):
 
 @pytest.mark.timeout(180)
 @pytest.mark.skipif(
-    not SYSTEM_PYTHON.exists() or not _externally_managed(SYSTEM_PYTHON),
-    reason="no externally managed (PEP 668) system Python here",
+    not SYSTEM_PYTHON.exists()
+    or not _externally_managed(SYSTEM_PYTHON)
+    or subprocess.run([str(SYSTEM_PYTHON), "-c", "import ensurepip, venv"], timeout=30).returncode,
+    reason="no externally managed (PEP 668) system Python with venv here",
 )
 def test_an_externally_managed_python3_gets_a_venv_in_the_checkout(tmp_path):
     # A user without root on Debian or Ubuntu: pip refuses to install into the
