@@ -13,7 +13,7 @@ import signal
 import gymnasium as gym
 import numpy as np
 import pytest
-from test_faults import DieAtEnv, _die_after_publishing
+from test_faults import InfoEnv
 
 import vecenv
 
@@ -27,58 +27,106 @@ def path(request, monkeypatch):
     return request.param
 
 
+def _die_after_publishing(tmp_path, monkeypatch):
+    """Make a forked worker SIGKILL itself between publishing a round and
+    sending its infos, once (the first round with an info ``{"die": True}``;
+    a marker file keeps the restarted worker alive). The patch is inherited
+    through fork: the compiled round calls ``_Loop._publish_round`` too."""
+    from vecenv import _worker
+
+    marker = tmp_path / "died"
+    original = _worker._Loop._publish_round
+
+    def publish_round(self, done_envs, statuses, infos, errors):
+        if not marker.exists() and any(info.get("die") for info in infos.values()):
+            marker.touch()
+            self.ctrl.publish(done_envs, statuses, self.spec.index)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(self, done_envs, statuses, infos, errors)
+
+    monkeypatch.setattr(_worker._Loop, "_publish_round", publish_round)
+    return marker
+
+
+class DieAtEnv(InfoEnv):
+    """InfoEnv whose env ``die_env`` asks for its worker's death at t = 2."""
+
+    def __init__(self, env_id, die_env):
+        super().__init__(env_id)
+        self.die_env = die_env
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        info["die"] = self.env_id == self.die_env and self.t == 2
+        return obs, reward, terminated, truncated, info
+
+
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("copy", [True, False], ids=["copy", "views"])
 @pytest.mark.parametrize("batch_size", [4, 2], ids=["lockstep", "partial"])
-def test_a_worker_restarted_while_its_info_is_read_reports_the_resets_reward(
-    tmp_path, monkeypatch, path, batch_size
+def test_a_worker_killed_between_its_publish_and_its_info_reports_the_reset(
+    tmp_path, monkeypatch, path, batch_size, copy
 ):
-    # The restart resets the env (reward 0.0 in its shared row, as every
-    # reset); the compiled step and recv had copied the rewards before the
-    # infos were read and returned the pre-death step's 1.0.
+    # The CI failure: the compiled step and recv built the observations,
+    # rewards and dones before the infos were read, so the env of a worker
+    # restarted while its info was read came back with its pre-death row
+    # (t = 2), reward 1.0 and done False. The restart resets the env: the
+    # reset's row, reward 0.0 (as every reset), done.
     marker = _die_after_publishing(tmp_path, monkeypatch)
     fns = [functools.partial(DieAtEnv, i, 1) for i in range(4)]
     with vecenv.ShmemVecEnv(
-        fns, envs_per_worker=1, batch_size=batch_size, context="fork", on_worker_death="restart"
+        fns,
+        envs_per_worker=1,
+        batch_size=batch_size,
+        context="fork",
+        copy=copy,
+        on_worker_death="restart",
     ) as venv:
         venv.reset()
-        if batch_size == 2:
-            venv.recv(), venv.recv()
+        if batch_size == 2:  # partial batches: the reset's results come by recv()
+            assert sorted(venv.recv()[4].tolist() + venv.recv()[4].tolist()) == [0, 1, 2, 3]
         seen = {}
-        for _ in range(3):
+        for _ in range(4):  # each env steps 4 times: env 1's worker dies at its t = 2
             if batch_size == 4:
-                _, rew, dones, infos = venv.step(np.zeros(4, np.int64))
+                obs, rew, dones, infos = venv.step(np.zeros(4, np.int64))
                 ids = np.arange(4)
             else:
+                rows = []
                 venv.send(np.zeros(4, np.int64), np.arange(4))
-                parts = [venv.recv() for _ in range(2)]
-                rew = np.concatenate([p[1] for p in parts])
-                dones = np.concatenate([p[2] for p in parts])
-                infos = [info for p in parts for info in p[3]]
-                ids = np.concatenate([p[4] for p in parts])
+                for _ in range(2):
+                    obs, rew, dones, infos, ids = venv.recv()
+                    rows.append((np.array(obs, copy=True), rew, dones, infos, ids))
+                obs = np.concatenate([r[0] for r in rows])
+                rew = np.concatenate([r[1] for r in rows])
+                dones = np.concatenate([r[2] for r in rows])
+                infos = [info for r in rows for info in r[3]]
+                ids = np.concatenate([r[4] for r in rows])
             for row, i in enumerate(ids.tolist()):
+                restarted = bool(infos[row].get("worker_restarted"))
                 seen.setdefault(i, []).append(
-                    (float(rew[row]), bool(dones[row]), bool(infos[row].get("worker_restarted")))
+                    (int(obs[row, 1]), float(rew[row]), bool(dones[row]), restarted)
                 )
         assert marker.exists() and venv.restart_count == 1
-        assert seen[1] == [(1.0, False, False), (0.0, True, True), (1.0, False, False)]
+        # Env 1: t = 1, then its restart (the reset's row, done, reported),
+        # then a new episode; the other envs step on undisturbed.
+        assert seen[1] == [
+            (1, 1.0, False, False),
+            (0, 0.0, True, True),
+            (1, 1.0, False, False),
+            (2, 1.0, False, False),
+        ]
+        for i in (0, 2, 3):
+            assert seen[i] == [(t, 1.0, False, False) for t in (1, 2, 3, 4)]
 
 
-class CountEnv(gym.Env):
-    """Observation ``[env_id, t]``, reward 1.0, no infos; never ends."""
-
-    def __init__(self, env_id):
-        self.env_id = env_id
-        self.observation_space = gym.spaces.Box(-1e9, 1e9, (2,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-        self.t = 0
+class CountEnv(InfoEnv):
+    """InfoEnv without infos that never ends: observation ``[env_id, t]``, reward 1.0."""
 
     def reset(self, *, seed=None, options=None):
-        self.t = 0
-        return np.array([self.env_id, 0], np.float32), {}
+        return super().reset()[0], {}
 
     def step(self, action):
-        self.t += 1
-        return np.array([self.env_id, self.t], np.float32), 1.0, False, False, {}
+        return super().step(action)[0], 1.0, False, False, {}
 
 
 def _kill_worker(venv, w):
@@ -112,27 +160,23 @@ def test_a_restart_while_sending_pipe_actions_is_reported_in_that_step(path):
         assert infos == [{}, {}]
 
 
-class SeedEnv(gym.Env):
-    """Observation ``[env_id, t]``; each reset's info holds the seed it got.
-    Env ``die_env``'s worker dies inside its step at t = 2 while the file
-    ``marker`` does not exist (it creates it first)."""
+class SeedEnv(CountEnv):
+    """CountEnv whose reset info holds the seed it got. Env ``die_env``'s
+    worker dies inside its step at t = 2 while the file ``marker`` does not
+    exist (it creates it first)."""
 
     def __init__(self, env_id, die_env, marker):
-        self.env_id, self.die_env, self.marker = env_id, die_env, marker
-        self.observation_space = gym.spaces.Box(-1e9, 1e9, (2,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-        self.t = 0
+        super().__init__(env_id)
+        self.die_env, self.marker = die_env, marker
 
     def reset(self, *, seed=None, options=None):
-        self.t = 0
-        return np.array([self.env_id, 0], np.float32), {"seed": seed}
+        return super().reset()[0], {"seed": seed}
 
     def step(self, action):
-        self.t += 1
-        if self.env_id == self.die_env and self.t == 2 and not os.path.exists(self.marker):
+        if self.env_id == self.die_env and self.t == 1 and not os.path.exists(self.marker):
             open(self.marker, "w").close()
             os._exit(1)
-        return np.array([self.env_id, self.t], np.float32), 1.0, False, False, {}
+        return super().step(action)
 
 
 @pytest.mark.timeout(60)
