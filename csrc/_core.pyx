@@ -950,6 +950,22 @@ cdef cnp.ndarray _convert_scalar_like(object x, object dt, tuple shape, Py_ssize
 
 # ------------------------------------------------------------------ row copies
 
+cdef inline void _gather_c(char* out, const char* src, const int64_t* ids, Py_ssize_t k,
+                           size_t rb) noexcept nogil:
+    """Rows ``src[ids[j]]`` to ``out[j]`` (``rb`` bytes each; ids already checked)."""
+    cdef Py_ssize_t j
+    for j in range(k):
+        memcpy(out + rb * <size_t>j, src + rb * <size_t>ids[j], rb)
+
+
+cdef inline void _scatter_c(char* out, const char* src, const int64_t* ids, Py_ssize_t k,
+                            size_t rb) noexcept nogil:
+    """Rows ``src[j]`` to ``out[ids[j]]`` (``rb`` bytes each; ids already checked)."""
+    cdef Py_ssize_t j
+    for j in range(k):
+        memcpy(out + rb * <size_t>ids[j], src + rb * <size_t>j, rb)
+
+
 def gather_rows(const uint8_t[:, ::1] src, const int64_t[::1] ids, uint8_t[:, ::1] out):
     """Copy rows ``src[ids[i]]`` to ``out[i]`` for i in range(len(ids)).
 
@@ -976,12 +992,8 @@ def gather_rows(const uint8_t[:, ::1] src, const int64_t[::1] ids, uint8_t[:, ::
             raise ValueError(f"ids[{i}]={ids[i]} is outside [0, {rows})")
     if k == 0 or rb == 0:
         return
-    cdef const uint8_t* s = &src[0, 0]
-    cdef uint8_t* o = &out[0, 0]
-    cdef const int64_t* p = &ids[0]
     with nogil:
-        for i in range(k):
-            memcpy(o + rb * i, s + rb * <size_t>p[i], rb)
+        _gather_c(<char*>&out[0, 0], <const char*>&src[0, 0], &ids[0], k, rb)
 
 
 def scatter_rows(const uint8_t[:, ::1] src, const int64_t[::1] ids, uint8_t[:, ::1] out):
@@ -1001,12 +1013,8 @@ def scatter_rows(const uint8_t[:, ::1] src, const int64_t[::1] ids, uint8_t[:, :
             raise ValueError(f"ids[{i}]={ids[i]} is outside [0, {rows})")
     if k == 0 or rb == 0:
         return
-    cdef const uint8_t* s = &src[0, 0]
-    cdef uint8_t* o = &out[0, 0]
-    cdef const int64_t* p = &ids[0]
     with nogil:
-        for i in range(k):
-            memcpy(o + rb * <size_t>p[i], s + rb * i, rb)
+        _scatter_c(<char*>&out[0, 0], <const char*>&src[0, 0], &ids[0], k, rb)
 
 
 def check_int_range(const int64_t[::1] values, int64_t lo, int64_t hi):

@@ -234,8 +234,7 @@ cdef class ParentStep:
                     break
                 self.mark[e] = 0
             if ok:
-                for j in range(k):
-                    memcpy(self.act_ptr + rb * <size_t>p[j], src + rb * <size_t>j, rb)
+                _scatter_c(self.act_ptr, src, p, k, rb)
         if not ok:
             return False
         self.ctrl.dispatch(ids, C_OP_STEP)
@@ -433,8 +432,6 @@ cdef int _gather_leaf(cnp.ndarray src, const int64_t* ids, Py_ssize_t k, cnp.nda
         raise ValueError("gather buffer does not match the observation rows")
     cdef const char* s = <const char*>cnp.PyArray_DATA(src)
     cdef char* o = <char*>cnp.PyArray_DATA(dst)
-    cdef Py_ssize_t j
     with nogil:
-        for j in range(k):
-            memcpy(o + rb * <size_t>j, s + rb * <size_t>ids[j], rb)
+        _gather_c(o, s, ids, k, rb)
     return 0
