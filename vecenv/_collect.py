@@ -322,7 +322,7 @@ class Collector(WorkerStartup):
         goes through the in-process Control, which runs the round at once."""
         if os.environ.get("VECENV_PARENT_STEP", "compiled") == "python":
             return None
-        ctrl_ok = type(self._ctrl) is _core.Control or getattr(self, "in_process", False)
+        ctrl_ok = type(self._ctrl) is _core.Control or self.in_process
         if not ctrl_ok or self._obs_pickled:
             return None
         space = self.action_space

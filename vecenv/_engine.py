@@ -71,13 +71,14 @@ class EngineVecEnv(VecEnv):
     _ranges: List[Tuple[int, int]]  # worker (or actor) w hosts envs [lo, hi)
     # Seconds for each wait inside limit_waits(); None: the ``timeout`` option.
     _wait_timeout: Optional[float] = None
+    in_process: bool = False  # True: the envs step in this process (num_workers=0)
 
     @property
     def num_workers(self) -> int:
         """The processes that step the envs, each a contiguous range of them:
         worker processes (ShmemVecEnv) or Ray actors (RayVecEnv); 0 when the
         envs step in the calling process (``num_workers=0``)."""
-        return 0 if getattr(self, "in_process", False) else len(self._ranges)
+        return 0 if self.in_process else len(self._ranges)
 
     @property
     def closed(self) -> bool:

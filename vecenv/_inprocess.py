@@ -75,7 +75,7 @@ _CONTROL = _core.Control
 _DISPATCH_ALL = _core.Control.dispatch_all
 _DISPATCH = _core.Control.dispatch
 _PUBLISHED = _core.Control.published
-_MSG_ROUND, _MSG_CALL = Msg.ROUND, Msg.CALL
+_MSG_CALL = Msg.CALL
 
 
 def check_options(*, timeout: Any, cpu_affinity: Any) -> None:
@@ -144,7 +144,7 @@ class InprocChannel:
 
     Parent side: ``request``, ``reply``, ``round_entry``, ``pump``,
     ``forget_stale``, ``broken``, ``close``, as :class:`~vecenv._channel.ParentChannel`.
-    Loop side: ``send``, ``send_body``, ``bind``, as
+    Loop side: ``send``, ``bind``, as
     :class:`~vecenv._channel.WorkerChannel`.
     """
 
@@ -233,15 +233,6 @@ class InprocChannel:
     def send(self, msg: Any, ref: Optional[int] = None) -> bool:
         """Keep ``msg`` as the reply to the request handled last (or ``ref``)."""
         self.replies[self.reply_ref if ref is None else ref] = msg
-        return True
-
-    def send_body(self, body: bytes, ref: int) -> bool:
-        """Keep the entries of a pickled round message under ticket ``ref``."""
-        msg = pickle.loads(body)
-        if msg[0] == _MSG_ROUND:
-            self.keep_round(msg[1], msg[2], ref)
-        else:
-            self.replies[ref] = msg
         return True
 
     def keep_round(self, infos: Dict[int, Any], errors: Dict[int, Any], ref: int) -> None:

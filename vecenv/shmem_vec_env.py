@@ -50,9 +50,7 @@ from vecenv._options import (  # noqa: F401  (autoreset_mode_name: imported from
     ENGINE_OPTIONS,
     EngineOptions,
     autoreset_mode_name,
-    check_auto_workers,
     check_env_fns,
-    in_process,
 )
 from vecenv._partial import PartialBatches
 from vecenv._pool import (  # noqa: F401  (plan_workers: imported from here too)
