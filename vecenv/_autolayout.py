@@ -180,6 +180,12 @@ class Probe:
     busy_cores: float = 0.0
 
 
+def default_spin(num_workers: int, cores: int) -> float:
+    """ShmemVecEnv's ``spin=None``: poll SPIN_S seconds while there are at most
+    two workers per usable core, else sleep at once (0)."""
+    return SPIN_S if num_workers <= 2 * cores else 0.0
+
+
 def _nbytes(obs: Any) -> int:
     """Bytes of an observation: the sum over the arrays of a (nested) tuple/dict."""
     if isinstance(obs, dict):
@@ -389,8 +395,7 @@ def _workers_cost(
         wake_us += SHARED_CORE_US
     wake_us += OVERSUBSCRIBED_US * max(0, w - cores)
     wake_us += CONTENDED_WAKE_US * busy_cores * w
-    # Spinning as ShmemVecEnv's default does: up to two workers per core.
-    return parent_us + wake_us + busy_us, SPIN_S if w <= 2 * cores else 0.0
+    return parent_us + wake_us + busy_us, default_spin(w, cores)
 
 
 def _inprocess_cost(
@@ -576,11 +581,19 @@ def auto_layout(
 class Plan:
     """Where a ShmemVecEnv's envs run: what :func:`plan_layout` decided."""
 
-    in_process: bool  # no worker process: the envs step in the calling process
     ranges: List[Tuple[int, int]]  # each worker's [lo, hi) envs (one range in process)
-    spin: float  # seconds the waits poll before sleeping
     cores: Any  # each worker's cores (cpu_affinity), or None
     layout: Layout  # what ``venv.layout`` reports
+
+    @property
+    def in_process(self) -> bool:
+        """No worker process: the envs step in the calling process."""
+        return self.layout.num_workers == 0
+
+    @property
+    def spin(self) -> float:
+        """Seconds the waits poll before sleeping."""
+        return self.layout.spin
 
 
 def plan_layout(
@@ -638,16 +651,13 @@ def plan_layout(
             spin = layout.spin if spin is None else spin
     workers = len(ranges)
     if spin is None:
-        spin = 200e-6 if workers <= 2 * cpus else 0.0
+        spin = default_spin(workers, cpus)
     if inproc:
         spin = 0.0  # nothing waits: every dispatch runs its round at once
     cores = check_affinity(cpu_affinity, workers)
-    if not auto:
-        layout = Layout(workers, 0, float(spin), why=f"the {chosen} layout")
-    layout = dataclasses.replace(
-        layout,
-        num_workers=0 if inproc else workers,
-        envs_per_worker=max(hi - lo for lo, hi in ranges),
-        spin=float(spin),
-    )
-    return Plan(inproc, ranges, float(spin), cores, layout)
+    n, per = 0 if inproc else workers, max(hi - lo for lo, hi in ranges)
+    if auto:  # the probe's layout, with what the options decided
+        layout = dataclasses.replace(layout, num_workers=n, envs_per_worker=per, spin=float(spin))
+    else:
+        layout = Layout(n, per, float(spin), why=f"the {chosen} layout")
+    return Plan(ranges, cores, layout)
