@@ -700,8 +700,17 @@ cdef class WorkerControl(ControlRegion):
         The block is too small or holds no control region of this shape.
     """
 
+    cdef int64_t* scratch  # publish()'s envs as C ints (num_envs of them)
+
     def __cinit__(self, SharedBlock block, Py_ssize_t num_envs, Py_ssize_t num_workers):
         self._header(False)
+        self.scratch = <int64_t*>malloc(sizeof(int64_t) * <size_t>num_envs)
+        if self.scratch == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.scratch)
+        self.scratch = NULL
 
     def worker_wait(self, Py_ssize_t worker, uint32_t last_seq, double spin_s, double timeout_s):
         """Worker: wait until the parent changes this worker's cmd_seq from
@@ -777,25 +786,38 @@ cdef class WorkerControl(ControlRegion):
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         if statuses is not None and len(statuses) != n:
             raise ValueError(f"statuses has {len(statuses)} entries for {n} envs")
+        if n > self.num_envs:
+            raise ValueError(f"{n} envs to publish, the vec env has {self.num_envs}")
         for i in range(n):
             e = envs[i]
             if e < 0 or e >= self.num_envs:
                 raise ValueError(f"env {e} is outside [0, {self.num_envs})")
             self.status[e] = <uint8_t>(statuses[i] if statuses is not None else 0)
+            self.scratch[i] = e
         if n == 0:
             return 0
-        t = ve_add(self.ticket_counter, 1)
+        with nogil:
+            t = self._publish_envs(self._slot(worker), self.scratch, n)
+        return t
+
+    cdef uint32_t _publish_envs(self, uint32_t* slot, const int64_t* envs,
+                                Py_ssize_t n) noexcept nogil:
+        """Publish ``envs`` (n >= 1, their statuses written) of the worker
+        whose slot is ``slot`` under one new ticket, which it returns: the
+        tickets, fence, the ready bytes, fence, the worker's published count,
+        then the doorbell (and the parent's wake if it waits for them)."""
+        cdef Py_ssize_t i
+        cdef uint32_t t = ve_add(self.ticket_counter, 1)
         for i in range(n):
-            self.ticket[<Py_ssize_t>envs[i]] = t
+            self.ticket[envs[i]] = t
         ve_fence()  # rows, status and tickets are visible before the ready bytes
         for i in range(n):
-            self.ready[<Py_ssize_t>envs[i]] = 1
+            self.ready[envs[i]] = 1
         ve_fence()
-        ve_add(&self._slot(worker)[3], <uint32_t>n)
-        with nogil:
-            ve_add(self.nready, <uint32_t>n)  # the doorbell, after the counts
-            if ve_load(self.parent_waiting) and self._published() >= <int32_t>ve_load(self.parent_target):
-                ve_futex_wake(self.nready)
+        ve_add(&slot[3], <uint32_t>n)
+        ve_add(self.nready, <uint32_t>n)  # the doorbell, after the counts
+        if ve_load(self.parent_waiting) and self._published() >= <int32_t>ve_load(self.parent_target):
+            ve_futex_wake(self.nready)
         return t
 
     def set_tx_blocked(self, Py_ssize_t worker, bint blocked):

@@ -316,22 +316,12 @@ cdef class WorkerRound:
             self._publish(n)
 
     cdef void _publish(self, Py_ssize_t n) noexcept:
-        # As WorkerControl.publish: status and ticket, fence, ready bytes, fence,
-        # the worker's published count, then the doorbell.
+        # The statuses, then WorkerControl's publish (tickets, ready bytes, doorbell).
         cdef WorkerControl c = self.ctrl
         cdef Py_ssize_t j
-        cdef uint32_t t = ve_add(c.ticket_counter, 1)
         for j in range(n):
             c.status[self.done[j]] = self.statuses[j]
-            c.ticket[self.done[j]] = t
-        ve_fence()
-        for j in range(n):
-            c.ready[self.done[j]] = 1
-        ve_fence()
-        ve_add(&self.slot[3], <uint32_t>n)
-        ve_add(c.nready, <uint32_t>n)
-        if ve_load(c.parent_waiting) and c._published() >= <int32_t>ve_load(c.parent_target):
-            ve_futex_wake(c.nready)
+        c._publish_envs(self.slot, self.done, n)
 
     cdef object _empty_action(self):
         return cnp.PyArray_EMPTY(self.act_nd, self.act_dims, self.act_typenum, 0)
