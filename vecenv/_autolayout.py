@@ -66,6 +66,7 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
+from vecenv._cpus import usable_cpus
 from vecenv.errors import InvalidArgumentError
 
 _log = logging.getLogger("vecenv")
@@ -623,7 +624,7 @@ def plan_layout(
     """
     from vecenv import _inprocess
     from vecenv._options import check_auto_workers, in_process
-    from vecenv._pool import _usable_cpus, plan_workers
+    from vecenv._pool import plan_workers
 
     num_envs = len(env_fns)
     auto = check_auto_workers(num_workers, envs_per_worker)
@@ -635,7 +636,7 @@ def plan_layout(
     else:
         given = None if isinstance(num_workers, str) else num_workers
         ranges = plan_workers(num_envs, given, envs_per_worker)
-    cpus = _usable_cpus()
+    cpus = usable_cpus()
     if auto:
         check_affinity(cpu_affinity, 1)
         try:

@@ -21,8 +21,9 @@ from gymnasium import spaces
 from vecenv import _core, _layout
 from vecenv import _protocol as msgs
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout
+from vecenv._cpus import usable_cpus
 from vecenv._engine import State
-from vecenv._pool import _NONE, _SLICE_S, WorkerStartup, _usable_cpus
+from vecenv._pool import _NONE, _SLICE_S, WorkerStartup
 from vecenv._worker import (
     RESET_INFO_KEY,
 )
@@ -340,7 +341,7 @@ class Collector(WorkerStartup):
             self._final_bufs if self._sb3_final else None,
             None if self._single_obs else self._unflatten_obs,
             self.copy,
-            _usable_cpus(),
+            usable_cpus(),
         )
 
     def _split_reset_info(self, i: int, info: Dict[str, Any]) -> Dict[str, Any]:

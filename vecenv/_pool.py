@@ -29,6 +29,7 @@ from gymnasium import spaces as gym_spaces
 from vecenv import _core, _layout, _shm
 from vecenv import _protocol as msgs
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
+from vecenv._cpus import usable_cpus
 from vecenv._engine import EngineVecEnv, State
 from vecenv._protocol import ErrorReport, Op
 from vecenv._worker import (
@@ -63,13 +64,6 @@ _NONE = np.empty(0, dtype=np.intp)  # no env indices
 _log = logging.getLogger("vecenv")
 
 
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS
-        return os.cpu_count() or 1
-
-
 def plan_workers(
     num_envs: int, num_workers: Optional[int], envs_per_worker: Optional[int]
 ) -> List[Tuple[int, int]]:
@@ -99,7 +93,7 @@ def plan_workers(
             (lo, min(num_envs, lo + envs_per_worker)) for lo in range(0, num_envs, envs_per_worker)
         ]
     if num_workers is None:
-        num_workers = _usable_cpus()
+        num_workers = usable_cpus()
     num_workers = min(int(num_workers), num_envs)
     base, extra = divmod(num_envs, num_workers)
     ranges, lo = [], 0
