@@ -344,7 +344,7 @@ def test_an_unread_round_message_is_never_taken_for_a_later_step():
         for _ in range(2):
             _, _, _, _, ids = venv.recv()
             venv.send(np.ones(1, np.int64), ids)
-        venv._wait(2, "step")  # both published, their infos unread
+        venv._collector.wait(2, "step")  # both published, their infos unread
         venv.reset()  # drains without reading them
         for _ in range(2):
             obs, _, _, infos, ids = venv.recv()
@@ -358,9 +358,12 @@ def test_an_unread_round_message_is_never_taken_for_a_later_step():
 def test_ctrl_c_right_after_dispatch_leaves_needs_reset():
     """Regression: a Ctrl-C between dispatch_all and the state change left
     IDLE with every env in flight, and a second step_async stepped them twice."""
-    with vecenv.ShmemVecEnv(_fns(2), envs_per_worker=1, context="fork") as venv:
+    # The fallback step: the compiled step calls no patched method.
+    with vecenv.ShmemVecEnv(
+        _fns(2), envs_per_worker=1, context="fork", _fallback_for_testing=True
+    ) as venv:
         venv.reset()
-        real = venv._ctrl
+        real = venv._collector.ctrl
 
         class Interrupting:
             def __getattr__(self, name):
@@ -370,11 +373,10 @@ def test_ctrl_c_right_after_dispatch_leaves_needs_reset():
                 real.dispatch_all(op)
                 raise KeyboardInterrupt
 
-        venv._fast = None  # the Python path: the compiled step calls no patched method
-        venv._ctrl = Interrupting()
+        venv._collector.ctrl = Interrupting()
         with pytest.raises(KeyboardInterrupt):
             venv.step(np.ones(2, np.int64))
-        venv._ctrl = real
+        venv._collector.ctrl = real
         with pytest.raises(vecenv.StateError, match="reset"):
             venv.step_async(np.ones(2, np.int64))
         venv.reset()
@@ -565,7 +567,7 @@ def _recover(venv, stats):
     """reset() after an interrupt: it always succeeds, also when the interrupt
     left a step pending (landed after step_async returned), which reset()
     finishes and drops."""
-    stats["broken"] += len(venv._broken_workers())  # cut inside a frame: restarted
+    stats["broken"] += len(venv._pool.broken_workers())  # cut inside a frame: restarted
     if venv._state.name == "STEP_PENDING":
         stats["pending_step"] += 1
     return venv.reset()

@@ -87,10 +87,9 @@ def _fns(n, **kw):
 
 
 def _make(monkeypatch, path, fns, **kw):
-    monkeypatch.setenv("VECENV_PARENT_STEP", path)
     kw.setdefault("context", "fork")
-    venv = vecenv.ShmemVecEnv(fns, **kw)
-    assert (venv._fast is not None) == (path == "compiled")
+    venv = vecenv.ShmemVecEnv(fns, _fallback_for_testing=path == "python", **kw)
+    assert (venv._steps.fast is not None) == (path == "compiled")
     return venv
 
 
@@ -98,7 +97,7 @@ def _compiled_next(venv):
     """Let the next waits take the compiled path: no liveness check due for a
     minute (the Python wait makes one every 0.1 s; deaths are still found by
     the wait that does not finish within its first slice)."""
-    venv._next_check = time.monotonic() + 60
+    venv._collector.next_check = time.monotonic() + 60
 
 
 def _plain(x):
@@ -133,7 +132,7 @@ def _lockstep_run(venv, steps, api):
         assert rew.dtype == np.float64 and dones.dtype == np.bool_
         assert rew.flags.owndata and dones.flags.owndata
         out.append(_plain(res))
-        out.append(_plain(venv._term.copy()))
+        out.append(_plain(venv._collector.term.copy()))
         out.append(_plain(venv.reset_infos))
     return out
 
@@ -216,7 +215,7 @@ def test_copy_false_lockstep_returns_the_shared_views(monkeypatch):
     with _make(monkeypatch, "compiled", _fns(4), num_workers=2, copy=False) as venv:
         venv.reset()
         obs, *_ = venv.step(_actions(4, 0))
-        assert not obs.flags.owndata and np.shares_memory(obs, venv._obs_bufs[0])
+        assert not obs.flags.owndata and np.shares_memory(obs, venv._collector.obs_bufs[0])
         obs2, *_ = venv.step(_actions(4, 1))
         assert obs2 is obs and obs[0, 1] == 2
 
@@ -278,7 +277,7 @@ def test_partial_batches_match_the_python_path(monkeypatch, mode, kind, layout, 
 def test_whole_worker_blocks_are_one_contiguous_block(monkeypatch, copy):
     with _make(monkeypatch, "compiled", _fns(8), num_workers=2, batch_size=4, copy=copy) as venv:
         venv.reset()
-        seq0 = [venv._ctrl.command_seq(w) for w in range(2)]
+        seq0 = [venv._collector.ctrl.command_seq(w) for w in range(2)]
         for t in range(20):
             obs, rew, dones, infos, ids = venv.recv()
             assert ids.tolist() in ([0, 1, 2, 3], [4, 5, 6, 7])  # one worker's envs, in order
@@ -286,12 +285,12 @@ def test_whole_worker_blocks_are_one_contiguous_block(monkeypatch, copy):
             if copy:
                 assert obs.flags.owndata
             else:  # zero-copy: the worker's rows of the shared buffer
-                base = venv._obs_bufs[0]
+                base = venv._collector.obs_bufs[0]
                 assert np.shares_memory(obs, base[ids[0] : ids[-1] + 1])
                 assert obs.__array_interface__["data"][0] == base[ids[0]].ctypes.data
             venv.send(_actions(8, t)[ids], ids)
         # One wake per batch: each send reached exactly one worker.
-        assert sum(venv._ctrl.command_seq(w) - seq0[w] for w in range(2)) == 20
+        assert sum(venv._collector.ctrl.command_seq(w) - seq0[w] for w in range(2)) == 20
 
 
 def test_views_of_a_block_stay_valid_until_its_envs_are_sent(monkeypatch):
@@ -323,7 +322,7 @@ def test_gathered_batches_reuse_one_buffer_with_copy_false(monkeypatch):
             np.testing.assert_array_equal(obs[:, 0], ids)
             if ids[-1] - ids[0] != 3:
                 gathered += 1
-                assert np.shares_memory(obs, venv._gather_out[0])
+                assert np.shares_memory(obs, venv._collector.gather_out[0])
             venv.send(_actions(8, t)[ids], ids)
         assert gathered > 0
 

@@ -462,7 +462,9 @@ def test_ctrl_c_inside_an_env_step_then_reset_is_exact():
             hit, _ = alarm.run(0.003, venv.step, acts)  # lands in env 1's sleep
             assert hit and alarm.fired == 1
             assert venv._state.name == "NEEDS_RESET"
-            assert venv._in_flight.all() and venv._ctrl.published() < 4  # a round cut short
+            assert (
+                venv._collector.in_flight.all() and venv._collector.ctrl.published() < 4
+            )  # a round cut short
             obs = venv.reset()
             assert obs.tolist() == [[i, 0, -1] for i in range(4)]
             assert [(i["env"], i["t"]) for i in venv.reset_infos] == [(i, 0) for i in range(4)]

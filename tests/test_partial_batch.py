@@ -12,7 +12,7 @@ import pytest
 from gymnasium import spaces
 
 import vecenv
-from vecenv.shmem_vec_env import plan_workers
+from vecenv._pool import plan_workers
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -191,8 +191,8 @@ def test_copy_false_recv_reuses_its_buffer():
         for _ in range(20):
             obs, *_, ids = venv.recv()
             np.testing.assert_array_equal(obs[:, 0], ids)
-            if obs is not venv._gather_out[0]:
-                assert np.shares_memory(obs, venv._obs_bufs[0]) and ids[1] == ids[0] + 1
+            if obs is not venv._collector.gather_out[0]:
+                assert np.shares_memory(obs, venv._collector.obs_bufs[0]) and ids[1] == ids[0] + 1
             venv.send(np.zeros(2, np.int64), ids)
 
 
@@ -204,7 +204,7 @@ def test_copy_false_consecutive_batches_are_zero_copy_views():
         for _ in range(10):
             obs, *_, ids = venv.recv()
             assert ids.tolist() in ([0, 1], [2, 3])
-            assert np.shares_memory(obs, venv._obs_bufs[0])
+            assert np.shares_memory(obs, venv._collector.obs_bufs[0])
             np.testing.assert_array_equal(obs[:, 0], ids)
             venv.send(np.zeros(2, np.int64), ids)
 

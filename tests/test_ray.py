@@ -320,7 +320,7 @@ class TestOneNode:
         cls = module.SubprocVecEnv if facade == "sb3" else module.AsyncVectorEnv
 
         class RayEngine:  # builds a RayVecEnv where the façade builds a ShmemVecEnv
-            _check_env_fns = staticmethod(vecenv.ShmemVecEnv._check_env_fns)
+            _check_env_fns = staticmethod(vecenv._options.check_env_fns)
 
             def __new__(cls, env_fns, autoreset_mode="sb3", **_local_options):
                 return RayVecEnv(env_fns, num_actors=2, autoreset_mode=autoreset_mode)

@@ -1,7 +1,8 @@
-"""Regressions from a review of the compiled step paths against the Python ones.
+"""Regressions from a review of the compiled parent step against its fallback.
 
-Each test runs under the compiled paths (the default) and the Python ones
-(``VECENV_PARENT_STEP=python``, ``VECENV_PY_ROUND=1``), which must agree.
+Each test runs under the compiled step (the default) and the fallback that
+takes over where the compiled step cannot do a step exactly (forced here by
+``_fallback_for_testing=True``), which must agree.
 """
 
 from __future__ import annotations
@@ -18,12 +19,9 @@ from test_faults import InfoEnv
 import vecenv
 
 
-@pytest.fixture(params=["compiled", "python"])
-def path(request, monkeypatch):
-    """Run the test under the compiled parent step and worker round, then the Python ones."""
-    if request.param == "python":
-        monkeypatch.setenv("VECENV_PARENT_STEP", "python")
-        monkeypatch.setenv("VECENV_PY_ROUND", "1")
+@pytest.fixture(params=["compiled", "fallback"])
+def path(request):
+    """Run the test under the compiled parent step, then under its fallback."""
     return request.param
 
 
@@ -81,6 +79,7 @@ def test_a_worker_killed_between_its_publish_and_its_info_reports_the_reset(
         context="fork",
         copy=copy,
         on_worker_death="restart",
+        _fallback_for_testing=path == "fallback",
     ) as venv:
         venv.reset()
         if batch_size == 2:  # partial batches: the reset's results come by recv()
@@ -145,7 +144,11 @@ def test_a_restart_while_sending_pipe_actions_is_reported_in_that_step(path):
     # restart was reported one step late, on an ordinary step's result.
     fns = [functools.partial(CountEnv, i) for i in range(2)]
     with vecenv.ShmemVecEnv(
-        fns, envs_per_worker=1, context="fork", on_worker_death="restart"
+        fns,
+        envs_per_worker=1,
+        context="fork",
+        on_worker_death="restart",
+        _fallback_for_testing=path == "fallback",
     ) as venv:
         venv.reset()
         venv.step([0, 0])
@@ -199,6 +202,7 @@ def test_a_restart_after_the_reset_was_collected_does_not_reuse_its_seed(
         context="fork",
         on_worker_death="restart",
         autoreset_mode="next_step",  # a reported restart's info holds its reset's info
+        _fallback_for_testing=path == "fallback",
     ) as venv:
         venv.seed(100)
         venv.reset()
@@ -238,8 +242,8 @@ class ActionEnv(gym.Env):
 def _interrupt_the_second_actions_post(venv):
     """Make ``venv``'s next pipe-actions posts raise KeyboardInterrupt at the
     second worker (the first holds its actions); return the list of workers
-    posted to. ``del venv._post`` undoes it."""
-    post, posted = venv._post, []
+    posted to. ``del venv._pool.post`` undoes it."""
+    post, posted = venv._pool.post, []
 
     def interrupted_post(w, msg, *args, **kwargs):
         if msg.kind == vecenv._protocol.Msg.ACTIONS:
@@ -248,7 +252,7 @@ def _interrupt_the_second_actions_post(venv):
                 raise KeyboardInterrupt
         return post(w, msg, *args, **kwargs)
 
-    venv._post = interrupted_post
+    venv._pool.post = interrupted_post
     return posted
 
 
@@ -262,7 +266,9 @@ def test_ctrl_c_between_two_workers_pipe_actions_needs_a_reset(path, api):
     # the interrupted step's action.
     fns = [functools.partial(ActionEnv, i) for i in range(2)]
     batch_size = 1 if api == "send" else 2
-    with vecenv.ShmemVecEnv(fns, envs_per_worker=1, batch_size=batch_size) as venv:
+    with vecenv.ShmemVecEnv(
+        fns, envs_per_worker=1, batch_size=batch_size, _fallback_for_testing=path == "fallback"
+    ) as venv:
         venv.reset()
         if api == "send":
             venv.recv(), venv.recv()
@@ -272,7 +278,7 @@ def test_ctrl_c_between_two_workers_pipe_actions_needs_a_reset(path, api):
                 venv.send([2, 2], [0, 1])
             else:
                 getattr(venv, api)([2, 2])
-        del venv._post
+        del venv._pool.post
         assert posted == [0, 1]
         with pytest.raises(vecenv.errors.StateError, match="reset"):
             if api == "send":
@@ -296,12 +302,14 @@ def test_a_subset_reset_after_an_interrupted_post_drops_the_held_actions(path):
     # holding env 0's interrupted action (2): its next step, with actions in
     # shared memory, took that action instead of its own (1).
     fns = [functools.partial(ActionEnv, i) for i in range(3)]
-    with vecenv.ShmemVecEnv(fns, envs_per_worker=1) as venv:
+    with vecenv.ShmemVecEnv(
+        fns, envs_per_worker=1, _fallback_for_testing=path == "fallback"
+    ) as venv:
         venv.reset()
         _interrupt_the_second_actions_post(venv)
         with pytest.raises(KeyboardInterrupt):
             venv.step([2, 2, 2])
-        del venv._post
+        del venv._pool.post
         venv.reset_async(env_ids=[1])
         obs = venv.reset_wait()
         assert obs[1].tolist() == [1.0, -1.0]

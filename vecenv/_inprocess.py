@@ -1,8 +1,10 @@
-"""The in-process engine of ``ShmemVecEnv(num_workers=0)`` (parent side).
+"""The in-process pool of ``ShmemVecEnv(num_workers=0)`` (parent side).
 
 No worker process: the parent builds the envs itself and steps them with the
 worker's own loop (:class:`vecenv._worker._Loop`, hosting all envs ``[0,
-num_envs)`` as worker 0) in the calling thread. Everything else is the
+num_envs)`` as worker 0) in the calling thread. :class:`InprocPool` takes the
+place of :class:`vecenv._pool.WorkerPool` in the vec env (the same interface:
+start, attach, post and read, deaths, shutdown), and everything else is the
 multiprocess engine unchanged: the same shared block (the parent's mapping
 and the loop's own, as a worker maps it), the same Control block, dispatch,
 collect, infos, error reports, calls and state machine. Three stand-ins take
@@ -59,6 +61,7 @@ import numpy as np
 from vecenv import _core, _shm
 from vecenv import _protocol as msgs
 from vecenv._channel import encode
+from vecenv._pool import WorkerPool
 from vecenv._protocol import Msg
 from vecenv._worker import (
     WorkerSpec,
@@ -69,7 +72,7 @@ from vecenv._worker import (
     spaces_mismatch,
     to_gymnasium,
 )
-from vecenv.errors import InvalidArgumentError, StateError, as_env_exception
+from vecenv.errors import InvalidArgumentError, StateError, WorkerDiedError, as_env_exception
 
 _CONTROL = _core.Control
 _DISPATCH_ALL = _core.Control.dispatch_all
@@ -304,65 +307,174 @@ class InprocControl(_CONTROL):
         loop.ctrl.leave(0)
 
 
-def start_envs(venv: Any, env_fns) -> None:
-    """Build the envs of ``venv`` (a ShmemVecEnv with ``num_workers=0``) in
-    this process and stand in for its worker: set ``_spaces``, ``metadata``,
-    ``_specs`` and the resources' ``procs`` and ``chans``. The parent's
-    ``_attach`` then builds the loop (the ``attach`` message), and
-    :func:`bind` hands it to the Control.
+class InprocPool:
+    """The pool of ``num_workers=0``: the envs of one stand-in worker, built
+    and stepped in this process (see the module docstring). Its interface
+    is :class:`vecenv._pool.WorkerPool`'s; what concerns processes (deaths,
+    restarts, pipes cut short) never happens here.
 
-    Raises
-    ------
-    WorkerError
-        A factory raised, or (``check_spaces``) an env's spaces differ from
-        env 0's; names the env, with the traceback, and is also of the
-        env's own exception type (as from a worker).
+    Parameters
+    ----------
+    resources : vecenv._pool._Resources
+        Where the stand-in process and channel are recorded for the finalizer.
+    env_fns : sequence of callables
+        The env factories (built by :meth:`start`).
+    autoreset_mode, check_rewards, check_spaces
+        What the loop is told (:class:`vecenv._worker.WorkerSpec`).
     """
-    envs: List[Any] = []
-    try:
-        for i, fn in enumerate(env_fns):
-            try:
-                envs.append(to_gymnasium(fn()))
-            except Exception as exc:
-                # Its __cause__ is the env's traceback (RemoteTraceback), as from a worker.
-                err = as_env_exception(
-                    venv._worker_error(error_payload(exc, i, "creating the env"))
+
+    in_process = True
+    num_workers = 1  # the stand-in worker (the vec env's num_workers is 0)
+    timeout = None
+
+    def __init__(
+        self,
+        resources: Any,
+        env_fns,
+        *,
+        autoreset_mode: str,
+        check_rewards: bool,
+        check_spaces: bool,
+    ):
+        self.resources = resources
+        self.env_fns = list(env_fns)
+        n = len(self.env_fns)
+        self.ranges = [(0, n)]
+        self.env_worker: Any = np.zeros(n, dtype=np.int64)
+        self.check_spaces = check_spaces
+        self.dead: set[int] = set()  # never filled: nothing here dies
+        self.spec = WorkerSpec(
+            index=0,
+            lo=0,
+            hi=n,
+            env_fns=b"",
+            parent_pid=os.getpid(),
+            spin_s=0.0,
+            autoreset_mode=autoreset_mode,
+            check_rewards=check_rewards,
+            check_spaces=check_spaces,
+        )
+        self.chan: Optional[InprocChannel] = None
+
+    @property
+    def procs(self) -> list:
+        return self.resources.procs
+
+    @property
+    def chans(self) -> list:
+        return self.resources.chans
+
+    def start(self) -> Tuple[Tuple[Any, Any], Dict[str, Any]]:
+        """Build the envs in this process; env 0's spaces and metadata.
+
+        Raises
+        ------
+        WorkerError
+            A factory raised, or (``check_spaces``) an env's spaces differ from
+            env 0's; names the env, with the traceback, and is also of the
+            env's own exception type (as from a worker).
+        """
+        envs: List[Any] = []
+        try:
+            for i, fn in enumerate(self.env_fns):
+                try:
+                    envs.append(to_gymnasium(fn()))
+                except Exception as exc:
+                    # Its __cause__ is the env's traceback (RemoteTraceback), as from a worker.
+                    err = as_env_exception(
+                        self.worker_error(error_payload(exc, i, "creating the env"))
+                    )
+                    raise err from err.__cause__
+            bad = spaces_mismatch(envs, 0) if self.check_spaces else None
+            if bad is not None:
+                raise as_env_exception(
+                    self.worker_error(error_payload(bad[1], bad[0], "checking spaces"))
                 )
-                raise err from err.__cause__
-        bad = spaces_mismatch(envs, 0) if venv.check_spaces else None
-        if bad is not None:
-            raise as_env_exception(
-                venv._worker_error(error_payload(bad[1], bad[0], "checking spaces"))
-            )
-    except BaseException:
-        close_envs(envs)
-        raise
-    spec = WorkerSpec(
-        index=0,
-        lo=0,
-        hi=len(envs),
-        env_fns=b"",
-        parent_pid=os.getpid(),
-        spin_s=0.0,
-        autoreset_mode=venv.autoreset_mode,
-        check_rewards=venv.check_rewards,
-        check_spaces=venv.check_spaces,
-    )
-    process = InprocProcess()
-    res = venv._resources
-    res.procs = [process]
-    res.chans = [InprocChannel(spec, envs, process)]
-    venv._specs = [spec]
-    venv._spaces = (envs[0].observation_space, envs[0].action_space)
-    venv.metadata = _metadata(envs[0])
+        except BaseException:
+            close_envs(envs)
+            raise
+        self.env_fns = []
+        process = InprocProcess()
+        self.chan = InprocChannel(self.spec, envs, process)
+        self.resources.procs = [process]
+        self.resources.chans = [self.chan]
+        return (envs[0].observation_space, envs[0].action_space), _metadata(envs[0])
 
+    def make_control(self, block, num_envs: int) -> InprocControl:
+        """The parent's Control over ``block`` (initialised here): each of
+        its dispatches runs the loop's round (bound by :meth:`control`)."""
+        return InprocControl(block, num_envs, 1, self.env_worker, init=True)
 
-def bind(venv: Any) -> None:
-    """After ``_attach``: replace the parent's Control of ``venv`` by an
-    :class:`InprocControl` over the same block, bound to the loop."""
-    res = venv._resources
-    ctrl = InprocControl(res.block, venv.num_envs, 1, venv._env_worker)
-    ctrl.loop = res.chans[0].loop
-    ctrl.in_flight = venv._in_flight
-    ctrl.track_in_flight(venv._in_flight)
-    res.ctrl = venv._ctrl = ctrl
+    def attach(self, segment: Any, layout: Any, ctrl: Any) -> None:
+        """Build the loop over the shared block (the ``attach`` message)."""
+        chan = self.chan
+        if chan is None:
+            raise StateError("the in-process envs were not built")
+        ref = chan.request(msgs.Attach(segment.handle, layout, []), None)
+        msg = chan.reply(ref, None)
+        if not isinstance(msg, msgs.Attached):
+            raise StateError(f"the in-process loop answered {msg.kind!r} while attaching")
+
+    def control(self, ctrl: InprocControl, in_flight: np.ndarray) -> InprocControl:
+        """``ctrl`` bound to the loop and to the collector's in-flight marks."""
+        ctrl.loop = None if self.chan is None else self.chan.loop
+        ctrl.in_flight = in_flight
+        return ctrl
+
+    # ------------------------------------------------------------ transport
+    def post(self, w: int, msg: Any, deadline: Optional[float] = None, wake: bool = True) -> int:
+        """Hand ``msg`` to the loop (see :meth:`InprocChannel.request`); its ref."""
+        return self.resources.chans[w].request(msg, deadline)
+
+    def recv(
+        self,
+        w: int,
+        deadline: Optional[float],
+        what: str,
+        keep: bool = False,
+        ref: Optional[int] = None,
+    ) -> Any:
+        """The reply to request ``ref`` (default: the last one)."""
+        chan = self.resources.chans[w]
+        return chan.reply(chan.last_ref if ref is None else ref, deadline)
+
+    def round_entry(self, w: int, env: int, ticket: int) -> Tuple[str, Any]:
+        """Env ``env``'s info or error report of the round under ``ticket``."""
+        return self.resources.chans[w].round_entry(env, ticket, None)
+
+    def pump_blocked(self, timeout: float) -> bool:
+        return True  # no pipe to fill
+
+    def forget_stale(self) -> None:
+        for chan in self.resources.chans:
+            chan.forget_stale()
+
+    # ------------------------------------------------------------ faults (none)
+    def dead_workers(self) -> List[int]:
+        return []
+
+    def broken_workers(self) -> List[int]:
+        return []
+
+    def inside(self, w: int) -> Tuple[Optional[int], str]:
+        return None, ""
+
+    def killed_hint(self, workers) -> str:
+        return ""
+
+    def bury(self, w: int) -> None:
+        """Nothing to kill; an env in this process cannot be stopped."""
+
+    def broken_error(self, w: int, what: str) -> StateError:  # pragma: no cover - no pipe
+        return StateError(f"the in-process envs cannot be reached while {what}")
+
+    def died(self, w: int, what: str) -> WorkerDiedError:  # pragma: no cover - cannot happen
+        return WorkerDiedError(f"the in-process envs are gone while {what}", env_indices=[])
+
+    def timeout_error(self, w: int, what: str, keep: bool) -> Exception:  # pragma: no cover
+        return StateError(f"the in-process envs cannot time out while {what}")
+
+    def respawn(self, w: int, held: List[int], spaces: Any) -> Dict[int, Any]:  # pragma: no cover
+        raise StateError("the in-process envs cannot be restarted: close() and build a new vec env")
+
+    worker_error = staticmethod(WorkerPool.worker_error)

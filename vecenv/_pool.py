@@ -1,13 +1,18 @@
 """WorkerPool: the worker processes of a ShmemVecEnv (parent side).
 
-Spawning and attaching the workers, the pipe transport to each (post, recv,
-with deadlines and liveness checks), noticing deaths, burying, restarting,
-and the shutdown that a ``weakref.finalize`` runs over :class:`_Resources`
-(the processes, channels and shared segment, kept apart from the vec env so
-that the finalizer holds no reference to it). :class:`WorkerPool` holds these
-methods and :class:`WorkerStartup`, on top of it, the start-up at
-construction; both are bases of :class:`~vecenv.ShmemVecEnv`, and the state
-they read and write is the vec env's own (see its ``__init__``).
+A part that :class:`~vecenv.ShmemVecEnv` holds (``venv._pool``): spawning the
+workers and waiting for their spaces (:class:`_Startup`), attaching them to
+the shared block, the pipe transport to each (post and read, with deadlines
+and liveness checks), noticing deaths, burying, starting one worker again
+(:meth:`WorkerPool.respawn`), and the shutdown that a ``weakref.finalize``
+runs over :class:`_Resources` (the processes, channels and shared segment,
+kept apart from the vec env so that the finalizer holds no reference to it).
+
+The in-process pool of ``num_workers=0`` (:class:`vecenv._inprocess.InprocPool`)
+has the same interface. What to do about a death (restart or raise) is the
+:class:`vecenv._collect.Recovery` part's decision; the pool only reports it.
+The pool never touches the vec env's state: its errors propagate to the verb,
+which set NEEDS_RESET before the side effect that raised.
 """
 
 from __future__ import annotations
@@ -24,17 +29,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import cloudpickle
 import numpy as np
-from gymnasium import spaces as gym_spaces
 
-from vecenv import _core, _layout, _shm
+from vecenv import _core
 from vecenv import _protocol as msgs
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
 from vecenv._cpus import usable_cpus
-from vecenv._engine import EngineVecEnv, State
-from vecenv._protocol import ErrorReport, Op
+from vecenv._protocol import ErrorReport
 from vecenv._worker import (
-    PICKLED_FINAL_KEY,
-    PICKLED_OBS_KEY,
     Activity,
     WorkerSpec,
     worker_main,
@@ -50,9 +51,6 @@ from vecenv.errors import (
     WorkerError,
     as_env_exception,
 )
-
-# Wait in slices this long (seconds) so dead workers and Ctrl-C are noticed.
-_SLICE_S = 0.1
 
 # While workers start, log how many are ready every this many seconds.
 # After a factory error, how long to wait for the other workers' reports.
@@ -114,13 +112,14 @@ class _Resources:
         self.chans: List[ParentChannel] = []  # chans[w]: the parent's end of worker w's pipe
         self.segment: Any = None  # the _shm.Segment; None once released
         self.block = None
+        self.ctrl: Any = None  # the parent's Control (posts the close messages)
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Close the workers politely (their envs' close() runs), then after
         ``timeout`` seconds terminate and kill the ones left; close the
         channels and release the shared block. Safe to call twice."""
         deadline = time.monotonic() + max(timeout, 0.0)
-        ctrl = getattr(self, "ctrl", None)
+        ctrl = self.ctrl
         for w, (chan, proc) in enumerate(zip(self.chans, self.procs)):
             # A broken channel (an interrupted frame) cannot carry a close:
             # that worker is terminated below.
@@ -176,100 +175,168 @@ def _shutdown(resources: _Resources) -> None:
     resources.shutdown(timeout=2.0)
 
 
-class WorkerPool(EngineVecEnv):
-    """Base of ShmemVecEnv: its workers' lifecycle and transport (see the module)."""
+class WorkerPool:
+    """The worker processes of a ShmemVecEnv and the pipe to each (see the module).
 
-    # The vec env's state that these methods and Collector's share; set in
-    # ShmemVecEnv.__init__ (which documents each).
-    autoreset_mode: str
-    check_actions: bool
-    check_rewards: bool
-    check_spaces: bool
-    copy: bool
-    max_restarts: int
-    metadata: Dict[str, Any]
-    on_worker_death: str
-    pickled_leaves: bool
-    reset_infos: List[Dict[str, Any]]
-    restart_count: int
-    spin: Optional[float]
-    _resources: _Resources
-    _ctrl: Any  # the _core.Control; None once closed
-    _ctx: Any  # the multiprocessing context
-    _daemon: bool
-    _start_timeout: float
-    _ranges: List[Tuple[int, int]]  # worker w hosts envs [lo, hi)
-    _env_worker: np.ndarray  # env -> its worker
-    _cores: Any
-    _specs: List[Any]
-    _spaces: Tuple[Any, Any]
-    _layout: Any
-    _progress: Dict[int, Tuple[Optional[int], int]]
-    _dead: set[int]
-    _restarted: set[int]
-    _restart_infos: Dict[int, Any]
-    _reset_restarts: Any  # set of workers restarted by this reset(), or None
-    _pending_kwargs: Dict[int, Dict[str, Any]]
-    _next_check: float
-    _wait_timeout: Optional[float]
-    _in_flight: np.ndarray
-    _tickets: Any
-    _ids_out: Any
-    _status: Any
-    _rew: Any
-    _term: Any
-    _trunc: Any
-    _obs_bufs: Any
-    _obs_rows: Any
-    _act_bufs: Any
-    _final_bufs: Any
-    _gather_out: Any
-    _obs_pickled: Any
-    _pickled_obs: Any
-    _pickled_final: Dict[int, List[Any]]
-    _single_obs: bool
-    _sb3_final: bool
-    _unflatten_obs: Any
-    _write_actions: Any
-    _write_exact: Any
-    _split_actions: Any
+    Parameters
+    ----------
+    resources : _Resources
+        Where the processes and channels are recorded for the finalizer.
+    env_fns : sequence of callables
+        The env factories (one per env).
+    ranges : list of (lo, hi)
+        Worker ``w`` hosts envs ``[lo, hi)``.
+    ctx : multiprocessing context
+        The start method's context.
+    daemon : bool
+        Start workers as daemon processes.
+    start_timeout : float
+        Seconds a worker may take to build its envs (also at a restart).
+    timeout : float or None
+        The watchdog: seconds a post or a read may take (None: no limit).
+    cores : list of int or None
+        Core of each worker (``cpu_affinity``), or None: no pinning.
+    spin, autoreset_mode, check_rewards, check_spaces
+        What each worker is told (:class:`vecenv._worker.WorkerSpec`).
+    """
 
-    def _recv_started(self, w: int, deadline: Optional[float], what: str):
-        """:meth:`_recv` for a starting worker: its ("progress", ...) reports
-        are kept (for messages), the next other message is returned."""
-        while True:
-            msg = self._recv(w, deadline, what)
-            if not isinstance(msg, msgs.Progress):
-                self._progress.pop(w, None)
-                return msg
-            self._progress[w] = (msg.env, msg.activity)
+    in_process = False
 
-    def _inside(self, w: int) -> Tuple[Optional[int], str]:
-        """``(env, phrase)``: the env worker ``w`` was inside (None: none) and
-        what it did there, from its start-up reports or its control slot."""
-        if w in self._progress:
-            env, code = self._progress[w]
-            return env, Activity(code).describe(env)
-        if self._ctrl is None:
-            return None, ""
-        env, code = self._ctrl.activity(w)
-        if env < 0:
-            return None, ""
+    def __init__(
+        self,
+        resources: _Resources,
+        env_fns,
+        ranges: List[Tuple[int, int]],
+        *,
+        ctx: Any,
+        daemon: bool,
+        start_timeout: float,
+        timeout: Optional[float],
+        cores: Optional[List[int]],
+        spin: float,
+        autoreset_mode: str,
+        check_rewards: bool,
+        check_spaces: bool,
+    ):
+        self.resources = resources
+        self.ranges = ranges
+        self.env_worker: Any = np.repeat(np.arange(len(ranges)), [hi - lo for lo, hi in ranges])
+        self.ctx = ctx
+        self.daemon = daemon
+        self.start_timeout = start_timeout
+        self.timeout = timeout
+        self.cores = cores
+        self.check_spaces = check_spaces
+        self.ctrl: Any = None  # the Control, once bound (bind); None once closed
+        self.dead: set[int] = set()  # workers dead or killed, not yet started again
+        self.progress: Dict[int, Tuple[Optional[int], int]] = {}  # starting: (env, activity)
+        self.segment_handle = ""  # the shared segment, once attached
+        self.layout: Any = None
+        self.specs = [
+            WorkerSpec(
+                index=w,
+                lo=lo,
+                hi=hi,
+                env_fns=cloudpickle.dumps(env_fns[lo:hi]),
+                parent_pid=os.getpid(),
+                spin_s=spin,
+                autoreset_mode=autoreset_mode,
+                check_rewards=check_rewards,
+                check_spaces=check_spaces,
+            )
+            for w, (lo, hi) in enumerate(ranges)
+        ]
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.ranges)
+
+    @property
+    def procs(self) -> list:
+        return self.resources.procs
+
+    @property
+    def chans(self) -> List[ParentChannel]:
+        return self.resources.chans
+
+    # ------------------------------------------------------------ start, attach
+    def start(self) -> Tuple[Tuple[Any, Any], Dict[str, Any]]:
+        """Spawn every worker and wait for their envs' spaces.
+
+        Returns
+        -------
+        spaces : (observation_space, action_space)
+            Env 0's.
+        metadata : dict
+            Env 0's metadata (with ``render_mode`` and ``env_spec_id``).
+
+        Raises
+        ------
+        WorkerError, WorkerDiedError, VecEnvTimeoutError, SpaceError
+            See :class:`~vecenv.ShmemVecEnv`; every process is shut down first.
+        """
         try:
-            act = Activity(code)
-        except ValueError:
-            act = Activity.CALL
-        return env, act.describe(env)
+            for w in range(self.num_workers):
+                self.spawn(w)
+            replies = _Startup(self).run(time.monotonic() + self.start_timeout)
+            spaces = None
+            metadata: Dict[str, Any] = {}
+            for w in range(self.num_workers):
+                reply = replies[w]
+                got = (reply.observation_space, reply.action_space)
+                if spaces is None:
+                    spaces = got
+                    metadata = reply.metadata[0] if reply.metadata else {}
+                elif self.check_spaces and spaces != got:
+                    raise SpaceError(
+                        f"env {self.ranges[w][0]} has spaces ({got[0]}, {got[1]}), env 0 has "
+                        f"({spaces[0]}, {spaces[1]}); all envs must share their spaces"
+                    )
+        except BaseException:
+            self.resources.shutdown(timeout=1.0)
+            raise
+        if spaces is None:  # pragma: no cover - plan_workers gives one worker at least
+            raise WorkerError("ShmemVecEnv(): no worker to start")
+        return spaces, metadata
 
-    def _spawn(self, w: int) -> None:
+    def make_control(self, block, num_envs: int) -> Any:
+        """The parent's Control over ``block`` (initialised here)."""
+        return _core.Control(block, num_envs, self.num_workers, self.env_worker, init=True)
+
+    def control(self, ctrl: Any, in_flight: np.ndarray) -> Any:
+        """The Control the parent steps with once attached: ``ctrl`` itself
+        (the in-process pool binds its own to the loop)."""
+        return ctrl
+
+    def attach(self, segment: Any, layout: Any, ctrl: Any) -> None:
+        """Hand every worker the shared block (``segment``, laid out as
+        ``layout``) and bind ``ctrl``, the parent's Control over it.
+
+        Raises
+        ------
+        WorkerError, WorkerDiedError, VecEnvTimeoutError
+            A worker failed to attach (the caller closes the vec env).
+        """
+        self.ctrl = ctrl
+        self.segment_handle = segment.handle
+        self.layout = layout
+        deadline = time.monotonic() + self.start_timeout
+        for w in range(self.num_workers):  # the workers are reading: no wake needed
+            self.post(w, msgs.Attach(segment.handle, layout, []), deadline, wake=False)
+        for w in range(self.num_workers):
+            msg = self.recv(w, deadline, "attaching the workers")
+            if not isinstance(msg, msgs.Attached):
+                raise WorkerError(f"worker {w} answered {msg.kind!r} while attaching")
+
+    def spawn(self, w: int) -> None:
         """Start the process of worker ``w`` and record it (and the parent's
         end of its pipe) as ``procs[w]``, ``chans[w]``."""
-        ctx = self._ctx
-        spec = self._specs[w]
+        ctx = self.ctx
+        spec = self.specs[w]
         spec.environ = dict(os.environ)  # as of this start (forkserver would be stale)
-        self._progress.pop(w, None)
-        if self._ctrl is not None:
-            self._ctrl.leave(w)  # no stale activity from a dead predecessor
+        self.progress.pop(w, None)
+        if self.ctrl is not None:
+            self.ctrl.leave(w)  # no stale activity from a dead predecessor
         spec.pdeathsig = (
             ctx.get_start_method() in ("fork", "spawn")
             and threading.current_thread() is threading.main_thread()
@@ -279,7 +346,7 @@ class WorkerPool(EngineVecEnv):
             target=worker_main,
             args=(spec, child_conn),
             name=f"vecenv-worker-{w}",
-            daemon=self._daemon,
+            daemon=self.daemon,
         )
         # A Ctrl-C must not reach a worker that is still booting (spawn: the
         # child imports for a while before worker_main ignores SIGINT). Workers
@@ -293,7 +360,7 @@ class WorkerPool(EngineVecEnv):
         old_handler = None
         if threading.current_thread() is threading.main_thread():
             old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        procs, chans = self._resources.procs, self._resources.chans
+        procs, chans = self.resources.procs, self.resources.chans
         try:
             proc.start()
             chan = ParentChannel(parent_conn, proc.sentinel)
@@ -309,69 +376,70 @@ class WorkerPool(EngineVecEnv):
             if masked and signal.SIGINT not in old_mask:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             child_conn.close()
-        if self._cores is not None:
+        if self.cores is not None:
             try:
-                os.sched_setaffinity(proc.pid, {self._cores[w]})
+                os.sched_setaffinity(proc.pid, {self.cores[w]})
             except OSError:
                 pass
 
-    def _attach(self, start_timeout):
-        res = self._resources
-        num_workers = len(self._ranges)
-        layout = _layout.BlockLayout.build(
-            self._spaces[0],
-            self._spaces[1],
-            len(self._env_worker),
-            num_workers,
-            final_obs=self.autoreset_mode == "sb3",
-            pickled=self.pickled_leaves,
-        )
-        res.segment = _shm.Segment(layout.nbytes)
-        block = res.segment.map()
-        res.block = block
-        block.touch(write=True)  # fault every page in now, never in a step
-        res.ctrl = self._ctrl = _core.Control(
-            block, layout.num_envs, num_workers, self._env_worker, init=True
-        )
-        self._layout = layout
-        acts, obs, rew, term, trunc = layout.views(block)
-        self._act_bufs, self._obs_bufs = acts, obs
-        self._rew, self._term, self._trunc = rew, term, trunc
-        self._final_bufs = layout.final_views(block)  # "sb3" autoreset: last observations
-        self._status = self._ctrl.arrays()[1]
-        self._tickets = self._ctrl.arrays()[3]  # a round message carries its env's ticket
-        self._write_actions = _layout.make_action_writer(layout.action_leaves, self.action_space)
-        self._write_exact = _layout.make_exact_writer(layout.action_leaves, self.action_space)
-        self._split_actions = _layout.make_action_splitter(self.action_space)
-        self._sb3_final = self.autoreset_mode == "sb3"
-        # Leaves without a fixed layout: the last value of each env, per leaf,
-        # and the last observation of an ended episode ("sb3" autoreset).
-        self._obs_pickled = layout.obs_pickled
-        self._pickled_obs = [[None] * layout.num_envs for _ in layout.obs_pickled]
-        self._pickled_final: Dict[int, List[Any]] = {}
-        self._unflatten_obs = _layout.make_unflattener(self.observation_space)
-        self._single_obs = not isinstance(
-            self.observation_space, (gym_spaces.Tuple, gym_spaces.Dict)
-        )
-        # Dispatched and not yet collected; kept by the Control's own calls.
-        self._in_flight = np.zeros(layout.num_envs, dtype=bool)
-        self._ctrl.track_in_flight(self._in_flight)
-        self._ids_out = np.empty(layout.num_envs, dtype=np.int64)
-        self._gather_out = [
-            np.empty((self.batch_size, *leaf.shape), leaf.dtype) for leaf in layout.obs_leaves
-        ]
-        self._obs_rows = [_layout._bytes2d(b) for b in self._obs_bufs]  # (num_envs, row_bytes) u8
-        deadline = time.monotonic() + start_timeout
-        for w in range(num_workers):  # the workers are reading: no wake needed
-            self._post(w, msgs.Attach(res.segment.handle, layout, []), deadline, wake=False)
-        for w in range(num_workers):
-            msg = self._recv(w, deadline, "attaching the workers")
-            if not isinstance(msg, msgs.Attached):
-                raise WorkerError(f"worker {w} answered {msg.kind!r} while attaching")
-        res.segment.unlink()  # no name left once everyone is attached (macOS)
+    def respawn(self, w: int, held: List[int], spaces: Tuple[Any, Any]) -> Dict[int, Any]:
+        """Start worker ``w`` again (buried first), with new envs from its
+        factories, and attach it; it resets the envs ``held`` (collected,
+        not in flight) before it answers.
 
-    # ------------------------------------------------------------ plumbing
-    def _recv(
+        Returns
+        -------
+        dict
+            env index -> the info of its reset (for ``held``).
+
+        Raises
+        ------
+        WorkerError, WorkerDiedError, VecEnvTimeoutError, SpaceError
+            The new worker failed to start; it is buried.
+        """
+        lo, hi = self.ranges[w]
+        if not self.segment_handle.startswith("/proc/"):  # pragma: no cover - macOS
+            raise WorkerDiedError(
+                f"worker {w} (envs {list(range(lo, hi))}) is dead and cannot be restarted: "
+                "restarts need the Linux memfd segment; close() and build a new vec env",
+                env_indices=range(lo, hi),
+            )
+        what = f"restarting worker {w}"
+        self.bury(w)
+        self.spawn(w)
+        deadline = time.monotonic() + self.start_timeout
+        try:
+            msg = self.recv_started(w, deadline, what)
+            if isinstance(msg, msgs.Error):
+                raise self.worker_error(msg.report)
+            got = (msg.observation_space, msg.action_space)
+            if self.check_spaces and got != spaces:
+                raise SpaceError(
+                    f"worker {w} came back with spaces ({got[0]}, {got[1]}), expected "
+                    f"({spaces[0]}, {spaces[1]})"
+                )
+            self.post(w, msgs.Attach(self.segment_handle, self.layout, held), deadline, False)
+            msg = self.recv(w, deadline, what)
+            if isinstance(msg, msgs.Error):
+                raise self.worker_error(msg.report)
+        except BaseException:
+            self.bury(w)
+            raise
+        self.dead.discard(w)
+        return dict(msg.infos)
+
+    # ------------------------------------------------------------ transport
+    def recv_started(self, w: int, deadline: Optional[float], what: str):
+        """:meth:`recv` for a starting worker: its ("progress", ...) reports
+        are kept (for messages), the next other message is returned."""
+        while True:
+            msg = self.recv(w, deadline, what)
+            if not isinstance(msg, msgs.Progress):
+                self.progress.pop(w, None)
+                return msg
+            self.progress[w] = (msg.env, msg.activity)
+
+    def recv(
         self,
         w: int,
         deadline: Optional[float],
@@ -393,48 +461,103 @@ class WorkerPool(EngineVecEnv):
         StateError
             The channel was broken by an interrupt: reset() first.
         """
-        chan = self._resources.chans[w]
+        chan = self.resources.chans[w]
         try:
             return chan.reply(chan.last_ref if ref is None else ref, deadline)
         except ChannelTimeout:
-            raise self._timeout_error(w, what, keep) from None
+            raise self.timeout_error(w, what, keep) from None
         except ChannelDead:
-            raise self._died(w, what) from None
+            raise self.died(w, what) from None
         except ChannelBroken:
-            raise self._broken_error(w, what) from None
+            raise self.broken_error(w, what) from None
 
-    def _post(self, w: int, msg, deadline: Optional[float] = None, wake: bool = True) -> int:
+    def post(self, w: int, msg, deadline: Optional[float] = None, wake: bool = True) -> int:
         """Send ``msg`` to worker ``w`` (woken first unless ``wake`` is False)
         and return its ref. ``deadline`` defaults to ``timeout`` from now.
 
         Raises
         ------
         WorkerDiedError, StateError
-            As :meth:`_recv`.
+            As :meth:`recv`.
         VecEnvTimeoutError
             The frame could not be written in time: the worker was killed.
         """
-        chan = self._resources.chans[w]
+        chan = self.resources.chans[w]
         if deadline is None and self.timeout is not None:
             deadline = time.monotonic() + self.timeout
-        post = functools.partial(self._ctrl.post_message, w) if wake else None
+        post = functools.partial(self.ctrl.post_message, w) if wake else None
         what = f"sending it a {msg.kind!r} message"
         try:
             return chan.request(msg, deadline, post)
         except ChannelTimeout:
-            raise self._timeout_error(w, what, False) from None
+            raise self.timeout_error(w, what, False) from None
         except ChannelDead:
-            raise self._died(w, what) from None
+            raise self.died(w, what) from None
         except ChannelBroken:
-            raise self._broken_error(w, what) from None
+            raise self.broken_error(w, what) from None
 
-    def _timeout_error(self, w: int, what: str, keep: bool) -> VecEnvTimeoutError:
-        lo, hi = self._ranges[w]
+    def round_entry(self, w: int, env: int, ticket: int) -> Tuple[str, Any]:
+        """``("info", info)`` or ``("error", report)`` of env ``env`` (of worker
+        ``w``) from the round it published under ``ticket``.
+
+        Raises
+        ------
+        ChannelDead
+            The worker died first (the caller restarts it or raises).
+        VecEnvTimeoutError, StateError
+            The watchdog passed (the worker was killed), or a broken channel.
+        """
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        try:
+            return self.resources.chans[w].round_entry(env, ticket, deadline)
+        except ChannelTimeout:
+            raise self.timeout_error(w, "reading infos", False) from None
+        except ChannelBroken:
+            raise self.broken_error(w, "reading infos") from None
+
+    def pump_blocked(self, timeout: float) -> bool:
+        """Read the pipes of the workers that wait for room on them (a worker
+        blocked sending a large info would never take its next op). False
+        when one of them is gone (the caller checks liveness)."""
+        chans = self.resources.chans
+        for w in self.ctrl.tx_blocked_workers():
+            if w not in self.dead and not chans[w].pump(timeout):
+                return False
+        return True
+
+    def forget_stale(self) -> None:
+        """Drop kept replies of abandoned calls and unread round messages (at a reset)."""
+        for chan in self.resources.chans:
+            chan.forget_stale()
+
+    # ------------------------------------------------------------ faults
+    def inside(self, w: int) -> Tuple[Optional[int], str]:
+        """``(env, phrase)``: the env worker ``w`` was inside (None: none) and
+        what it did there, from its start-up reports or its control slot."""
+        if w in self.progress:
+            env, code = self.progress[w]
+            return env, Activity(code).describe(env)
+        if self.ctrl is None:
+            return None, ""
+        env, code = self.ctrl.activity(w)
+        if env < 0:
+            return None, ""
+        try:
+            act = Activity(code)
+        except ValueError:
+            act = Activity.CALL
+        return env, act.describe(env)
+
+    def timeout_error(self, w: int, what: str, keep: bool) -> VecEnvTimeoutError:
+        """The error for worker ``w`` not answering while ``what``: with
+        ``keep`` a PendingTimeoutError (nothing killed), else the worker is
+        killed and buried and the error is a WatchdogTimeoutError."""
+        lo, hi = self.ranges[w]
         if keep:
             hint = "; the call is still pending"
         else:
-            self._bury(w)
-            hint = self._killed_hint([w])
+            self.bury(w)
+            hint = self.killed_hint([w])
         cls = PendingTimeoutError if keep else WatchdogTimeoutError
         return cls(
             f"envs {list(range(lo, hi))} (worker {w}) did not answer within the "
@@ -442,18 +565,20 @@ class WorkerPool(EngineVecEnv):
             env_indices=range(lo, hi),
         )
 
-    def _broken_error(self, w: int, what: str) -> StateError:
-        self._state = State.NEEDS_RESET
-        lo, hi = self._ranges[w]
+    def broken_error(self, w: int, what: str) -> StateError:
+        """The error for a channel that an interrupt cut inside a frame."""
+        lo, hi = self.ranges[w]
         return StateError(
             f"cannot use the pipe of worker {w} (envs {list(range(lo, hi))}) while {what}: "
             "an interrupt (Ctrl-C) cut a message short; call reset(), which restarts that worker"
         )
 
-    def _died(self, w: int, what: str) -> WorkerDiedError:
-        proc = self._resources.procs[w]
+    def died(self, w: int, what: str) -> WorkerDiedError:
+        """The error for worker ``w``, which died while ``what``: how it died,
+        the env it was inside and what to do."""
+        proc = self.resources.procs[w]
         proc.join(1.0)
-        lo, hi = self._ranges[w]
+        lo, hi = self.ranges[w]
         code = proc.exitcode
         if code is None:
             how = "closed its pipe"
@@ -466,9 +591,9 @@ class WorkerPool(EngineVecEnv):
         else:
             how = f"exited with code {code}"
         hint = ""
-        if self._ctrl is not None:
+        if self.ctrl is not None:
             hint = "; reset() starts it again with new envs, close() releases everything"
-        env, inside = self._inside(w)
+        env, inside = self.inside(w)
         if inside:
             inside = f", {inside}"
             if env is not None:
@@ -480,14 +605,14 @@ class WorkerPool(EngineVecEnv):
             env_index=env,
         )
 
-    def _killed_hint(self, workers) -> str:
-        if self._ctrl is None:
+    def killed_hint(self, workers) -> str:
+        if self.ctrl is None:
             return ""
-        envs = [i for w in workers for i in range(*self._ranges[w])]
+        envs = [i for w in workers for i in range(*self.ranges[w])]
         inside = "".join(
             f"; worker {w} was {phrase}"
             for w in workers
-            for env, phrase in [self._inside(w)]
+            for env, phrase in [self.inside(w)]
             if phrase
         )
         return (
@@ -495,11 +620,11 @@ class WorkerPool(EngineVecEnv):
             "again with new envs, close() releases everything"
         )
 
-    def _bury(self, w: int) -> None:
+    def bury(self, w: int) -> None:
         """Make sure worker ``w`` is dead and reaped, and forget its envs: their
         control bytes, published results and in-flight marks, and its channel.
         reset() or the restart policy starts it again."""
-        res = self._resources
+        res = self.resources
         proc = res.procs[w]
         if proc.exitcode is None:
             try:
@@ -508,254 +633,80 @@ class WorkerPool(EngineVecEnv):
                 pass
             proc.join(5.0)
         res.chans[w].close()
-        if self._ctrl is None:  # still constructing: the caller shuts down
+        if self.ctrl is None:  # still constructing: the caller shuts down
             return
-        lo, hi = self._ranges[w]
-        self._ctrl.forget(lo, hi)  # clears their in-flight flags too
-        self._dead.add(w)
+        lo, hi = self.ranges[w]
+        self.ctrl.forget(lo, hi)  # clears their in-flight flags too
+        self.dead.add(w)
 
-    def _dead_workers(self) -> List[int]:
+    def dead_workers(self) -> List[int]:
         """Workers that exited and are not yet known to be dead."""
         return [
             w
-            for w, proc in enumerate(self._resources.procs)
-            if w not in self._dead and proc.exitcode is not None
+            for w, proc in enumerate(self.resources.procs)
+            if w not in self.dead and proc.exitcode is not None
         ]
 
-    def _on_deaths(self, dead: List[int], what: str) -> None:
-        """Workers ``dead`` died during ``what``: restart them, or bury them
-        and raise WorkerDiedError.
-
-        Inside reset() each worker may be restarted once (its envs are about to
-        be reset anyway); elsewhere only with ``on_worker_death="restart"``
-        and while ``restart_count`` stays within ``max_restarts``.
-        """
-        in_reset = self._reset_restarts is not None
-        if in_reset:
-            restart = not set(dead) & self._reset_restarts
-        else:
-            restart = (
-                self.on_worker_death == "restart"
-                and self.restart_count + len(dead) <= self.max_restarts
-            )
-        if not restart:
-            errors = [self._died(w, what) for w in dead]
-            for w in dead:
-                self._bury(w)
-            self._state = State.NEEDS_RESET
-            msg = "; ".join(str(e) for e in errors)
-            if not in_reset and self.on_worker_death == "restart":
-                msg += f" (max_restarts={self.max_restarts} reached)"
-            raise WorkerDiedError(
-                msg,
-                env_indices=[i for e in errors for i in e.env_indices],
-                exitcode=errors[0].exitcode,
-                env_index=next((e.env_index for e in errors if e.env_index is not None), None),
-            )
-        for w in dead:
-            self._restart(w, report=not in_reset)
-            if in_reset:
-                self._reset_restarts.add(w)
-            else:
-                self.restart_count += 1
-
-    def _restart(self, w: int, *, report: bool) -> None:
-        """Start worker ``w`` again, with new envs built by its factories.
-
-        Its envs in flight get a reset op (their results complete the wait in
-        progress, with this reset's seeds and options if there are any); the
-        others (collected, held by the caller) are reset while the worker
-        starts, their infos kept in ``_restart_infos``. With ``report``, each
-        env of the worker reports the restart in its next result.
-
-        Raises
-        ------
-        WorkerError, WorkerDiedError, VecEnvTimeoutError
-            The new worker failed to start; it is buried and reset() may try again.
-        """
-        res = self._resources
-        lo, hi = self._ranges[w]
-        if not res.segment.handle.startswith("/proc/"):  # pragma: no cover - macOS
-            raise WorkerDiedError(
-                f"worker {w} (envs {list(range(lo, hi))}) is dead and cannot be restarted: "
-                "restarts need the Linux memfd segment; close() and build a new vec env",
-                env_indices=range(lo, hi),
-            )
-        lost = [i for i in range(lo, hi) if self._in_flight[i]]
-        held = [i for i in range(lo, hi) if not self._in_flight[i]]
-        what = f"restarting worker {w}"
-        while True:
-            self._bury(w)
-            self._spawn(w)
-            deadline = time.monotonic() + self._start_timeout
-            try:
-                msg = self._recv_started(w, deadline, what)
-                if isinstance(msg, msgs.Error):
-                    raise self._worker_error(msg.report)
-                got = (msg.observation_space, msg.action_space)
-                if self.check_spaces and got != self._spaces:
-                    raise SpaceError(
-                        f"worker {w} came back with spaces ({got[0]}, {got[1]}), expected "
-                        f"({self._spaces[0]}, {self._spaces[1]})"
-                    )
-                self._post(w, msgs.Attach(res.segment.handle, self._layout, held), deadline, False)
-                msg = self._recv(w, deadline, what)
-                if isinstance(msg, msgs.Error):
-                    raise self._worker_error(msg.report)
-            except WorkerDiedError:
-                # The new worker died while starting: one more restart if allowed.
-                if report and self.restart_count < self.max_restarts:
-                    self.restart_count += 1
-                    continue
-                self._bury(w)
-                self._state = State.NEEDS_RESET
-                raise
-            except BaseException:
-                self._bury(w)
-                self._state = State.NEEDS_RESET
-                raise
-            break
-        self._dead.discard(w)
-        if lost:
-            # Dispatched even if the worker dies at once: the next wait then
-            # sees them in flight and restarts it again.
-            kws = {i: self._pending_kwargs[i] for i in lost if i in self._pending_kwargs}
-            if kws:
-                try:
-                    self._post(w, msgs.ResetKwargs(kws))
-                except WorkerDiedError:
-                    pass
-            self._ctrl.dispatch(np.asarray(lost, dtype=np.int64), int(Op.RESET))
-        self._restart_infos.update({i: self._take_pickled(i, inf) for i, inf in msg.infos.items()})
-        if report:
-            self._restarted.update(range(lo, hi))
-
-    def _report_restarts(self, ids, infos: List[Dict[str, Any]]) -> None:
-        """Mark the results of restarted envs among ``ids`` (row ``pos`` of
-        the batch is env ``ids[pos]``): done by truncation, with info flags."""
-        for pos, i in enumerate(ids):
-            i = int(i)
-            if i not in self._restarted:
-                continue
-            self._restarted.discard(i)
-            extra = self._restart_infos.pop(i, None)
-            if extra is None:  # this result is the reset the restart gave it
-                reset_info, info = infos[pos], {}
-            else:  # reset while the worker started; this result came after
-                reset_info, info = extra, dict(infos[pos])
-            if self.autoreset_mode == "sb3":  # as an automatic reset's info
-                self.reset_infos[i] = reset_info
-            else:
-                info = {**reset_info, **info}
-            info["TimeLimit.truncated"] = True
-            info["worker_restarted"] = True
-            infos[pos] = info
-            self._term[i] = False
-            self._trunc[i] = True
-
-    def _broken_workers(self) -> List[int]:
+    def broken_workers(self) -> List[int]:
         """Live workers whose channel an interrupt broke (reset() restarts them)."""
         return [
-            w for w, chan in enumerate(self._resources.chans) if chan.broken and w not in self._dead
+            w for w, chan in enumerate(self.resources.chans) if chan.broken and w not in self.dead
         ]
-
-    def _worker_error(self, report: ErrorReport) -> WorkerError:
-        """A worker's error report (an env's exception) as a WorkerError."""
-        err = report.to_exception()
-        assert isinstance(err, WorkerError), report  # workers report env errors only
-        return err
-
-    def _take_pickled(self, i: int, info: Dict[str, Any]) -> Dict[str, Any]:
-        """Move env ``i``'s pickled observation leaves out of ``info`` (see
-        ``PICKLED_OBS_KEY``) into the parent's copies; return ``info``."""
-        if self._obs_pickled and info:
-            values = info.pop(PICKLED_OBS_KEY, None)
-            if values is not None:
-                for col, v in zip(self._pickled_obs, values):
-                    col[i] = v
-            final = info.pop(PICKLED_FINAL_KEY, None)
-            if final is not None:
-                self._pickled_final[i] = final
-        return info
-
-
-class WorkerStartup(WorkerPool):
-    """Base of ShmemVecEnv: starting the workers at construction (CPU
-    affinity, spawning all, waiting for their spaces with progress reports
-    and a start-up deadline)."""
 
     @staticmethod
-    def _check_affinity(cpu_affinity, num_workers):
-        if cpu_affinity is None or cpu_affinity is False:
-            return None
-        if cpu_affinity is True:
-            try:
-                cores = sorted(os.sched_getaffinity(0))
-            except AttributeError:  # pragma: no cover
-                raise InvalidArgumentError(
-                    "cpu_affinity needs os.sched_setaffinity (Linux)"
-                ) from None
-        else:
-            try:
-                cores = [int(c) for c in cpu_affinity]
-            except (TypeError, ValueError):
-                raise InvalidArgumentError(
-                    f"cpu_affinity must be a bool or a list of core ids, got {cpu_affinity!r}"
-                ) from None
-            if not cores:
-                raise InvalidArgumentError("cpu_affinity is an empty list")
-            usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(cores)
-            bad = [c for c in cores if c not in usable]
-            if bad:
-                raise InvalidArgumentError(
-                    f"cpu_affinity has cores {bad} outside the usable cores {sorted(usable)}"
-                )
-        return [cores[w % len(cores)] for w in range(num_workers)]
+    def worker_error(report: ErrorReport) -> WorkerError:
+        """A worker's error report (an env's exception) as a WorkerError."""
+        err = report.to_exception()
+        if not isinstance(err, WorkerError):  # workers report env errors only
+            raise TypeError(f"not an env's error report: {report!r}")
+        return err
 
-    def _start_workers(self, ctx, env_fns, daemon, start_timeout):
-        res = self._resources
-        self._specs = [
-            WorkerSpec(
-                index=w,
-                lo=lo,
-                hi=hi,
-                env_fns=cloudpickle.dumps(env_fns[lo:hi]),
-                parent_pid=os.getpid(),
-                spin_s=self.spin,
-                autoreset_mode=self.autoreset_mode,
-                check_rewards=self.check_rewards,
-                check_spaces=self.check_spaces,
-            )
-            for w, (lo, hi) in enumerate(self._ranges)
-        ]
+
+def check_affinity(cpu_affinity, num_workers: int) -> Optional[List[int]]:
+    """The core of each worker for ``cpu_affinity`` (None: no pinning).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a bool or a list of usable core ids.
+    """
+    if cpu_affinity is None or cpu_affinity is False:
+        return None
+    if cpu_affinity is True:
         try:
-            for w in range(len(self._ranges)):
-                self._spawn(w)
-            deadline = time.monotonic() + start_timeout
-            spaces = None
-            replies = self._await_started(deadline, start_timeout)
-            for w in range(len(self._ranges)):
-                reply = replies[w]
-                obs_space, act_space = reply.observation_space, reply.action_space
-                metadata = reply.metadata
-                if spaces is None:
-                    spaces = (obs_space, act_space)
-                    self.metadata = metadata[0] if metadata else {}
-                elif self.check_spaces and spaces != (obs_space, act_space):
-                    lo = self._ranges[w][0]
-                    raise SpaceError(
-                        f"env {lo} has spaces ({obs_space}, {act_space}), env 0 has "
-                        f"({spaces[0]}, {spaces[1]}); all envs must share their spaces"
-                    )
-            self._spaces = spaces
-        except BaseException:
-            res.shutdown(timeout=1.0)
-            raise
+            cores = sorted(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover
+            raise InvalidArgumentError("cpu_affinity needs os.sched_setaffinity (Linux)") from None
+    else:
+        try:
+            cores = [int(c) for c in cpu_affinity]
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(
+                f"cpu_affinity must be a bool or a list of core ids, got {cpu_affinity!r}"
+            ) from None
+        if not cores:
+            raise InvalidArgumentError("cpu_affinity is an empty list")
+        usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(cores)
+        bad = [c for c in cores if c not in usable]
+        if bad:
+            raise InvalidArgumentError(
+                f"cpu_affinity has cores {bad} outside the usable cores {sorted(usable)}"
+            )
+    return [cores[w % len(cores)] for w in range(num_workers)]
 
-    def _await_started(self, deadline: float, start_timeout: float) -> Dict[int, tuple]:
-        """Wait for every worker's ("spaces", ...) message at once, keeping
-        their ("progress", env, activity) reports; log progress every
-        ``_START_REPORT_S`` seconds.
+
+class _Startup:
+    """Waiting for every starting worker's spaces at once (part of
+    :meth:`WorkerPool.start`): their progress reports are kept in the
+    pool's ``progress`` (what :meth:`WorkerPool.inside` names), progress is
+    logged every ``_START_REPORT_S`` seconds, and a timeout names every
+    worker that did not start and the factory it is inside."""
+
+    def __init__(self, pool: WorkerPool):
+        self.pool = pool
+
+    def run(self, deadline: float) -> Dict[int, Any]:
+        """The ``Spaces`` message of every worker, by worker.
 
         Raises
         ------
@@ -766,9 +717,10 @@ class WorkerStartup(WorkerPool):
         VecEnvTimeoutError
             ``deadline`` passed: names every worker that did not start.
         """
-        res = self._resources
-        n = len(self._ranges)
-        replies: Dict[int, tuple] = {}
+        pool = self.pool
+        res = pool.resources
+        n = pool.num_workers
+        replies: Dict[int, Any] = {}
         pending = set(range(n))
         start = time.monotonic()
         report_at = start + _START_REPORT_S
@@ -784,7 +736,7 @@ class WorkerStartup(WorkerPool):
             if now >= deadline:
                 if errors:
                     break
-                raise self._start_timed_out(sorted(pending), start_timeout)
+                raise self.timed_out(sorted(pending))
             if now >= report_at:
                 report_at += _START_REPORT_S
                 _log.warning(
@@ -793,9 +745,9 @@ class WorkerStartup(WorkerPool):
                     n - len(pending),
                     n,
                     now - start,
-                    self._ctx.get_start_method(),
-                    "; ".join(f"worker {w} {self._starting(w)}" for w in sorted(pending)),
-                    start_timeout,
+                    pool.ctx.get_start_method(),
+                    "; ".join(f"worker {w} {self.starting(w)}" for w in sorted(pending)),
+                    pool.start_timeout,
                 )
             waitables: Dict[Any, int] = {res.chans[w]: w for w in pending}
             waitables.update({res.procs[w].sentinel: w for w in pending})
@@ -814,41 +766,42 @@ class WorkerStartup(WorkerPool):
                 msg = chan.replies.pop(0, None)
                 if msg is not None:
                     if isinstance(msg, msgs.Progress):
-                        self._progress[w] = (msg.env, msg.activity)
+                        pool.progress[w] = (msg.env, msg.activity)
                     elif isinstance(msg, msgs.Error):
                         errors.append(msg.report)
                         pending.discard(w)
                         errors_until = min(errors_until, time.monotonic() + _START_ERRORS_S)
                     else:
-                        self._progress.pop(w, None)
+                        pool.progress.pop(w, None)
                         replies[w] = msg
                         pending.discard(w)
                 if w in pending and (not alive or res.procs[w].exitcode is not None):
                     died.append(w)
             if died:
                 if not errors:
-                    raise self._died(min(died), "starting the workers")
+                    raise pool.died(min(died), "starting the workers")
                 pending.difference_update(died)  # a factory error is what we report
         if errors:
             # As the env's own type too: `except NameNotFound` works.
             first = min(errors, key=lambda p: p.env_index or 0)
-            raise as_env_exception(self._worker_error(first))
+            raise as_env_exception(pool.worker_error(first))
         return replies
 
-    def _starting(self, w: int) -> str:
+    def starting(self, w: int) -> str:
         """Where worker ``w`` is in its start-up, for messages."""
-        if w not in self._progress:
+        progress = self.pool.progress
+        if w not in progress:
             return "has not reached its env factories yet (the process is still booting)"
-        env, code = self._progress[w]
+        env, code = progress[w]
         return f"is {Activity(code).describe(env)}"
 
-    def _start_timed_out(self, workers: List[int], start_timeout: float) -> VecEnvTimeoutError:
+    def timed_out(self, workers: List[int]) -> VecEnvTimeoutError:
         """The error for workers ``workers`` that did not start in time."""
-        method = self._ctx.get_start_method()
-        n = len(self._ranges)
+        pool = self.pool
+        method = pool.ctx.get_start_method()
+        start_timeout = pool.start_timeout
         where = "; ".join(
-            f"worker {w} (envs {list(range(*self._ranges[w]))}) {self._starting(w)}"
-            for w in workers
+            f"worker {w} (envs {list(range(*pool.ranges[w]))}) {self.starting(w)}" for w in workers
         )
         if method == "fork":
             cause = (
@@ -864,13 +817,10 @@ class WorkerStartup(WorkerPool):
                 "The factories are stuck or slow (an import, a download, a model compile, a "
                 "server that does not answer): raise start_timeout if they are only slow."
             )
-        first = next(
-            (self._progress[w][0] for w in workers if w in self._progress),
-            None,
-        )
-        envs = [i for w in workers for i in range(*self._ranges[w])]
+        first = next((pool.progress[w][0] for w in workers if w in pool.progress), None)
+        envs = [i for w in workers for i in range(*pool.ranges[w])]
         return WatchdogTimeoutError(
-            f"ShmemVecEnv(): {len(workers)} of {n} workers did not start within "
+            f"ShmemVecEnv(): {len(workers)} of {pool.num_workers} workers did not start within "
             f"start_timeout={start_timeout} s (start method {method!r}): {where}. {cause}",
             env_indices=envs,
             env_index=first,

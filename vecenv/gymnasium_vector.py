@@ -29,7 +29,7 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
-from vecenv._options import ENGINE_OPTIONS, EngineOptions
+from vecenv._options import ENGINE_OPTIONS, EngineOptions, autoreset_mode_name
 from vecenv.errors import (
     ActionTypeError,
     ClosedError,
@@ -42,7 +42,7 @@ from vecenv.errors import (
     WorkerError,
 )
 from vecenv.errors import as_env_exception as _as_env_exception
-from vecenv.shmem_vec_env import ShmemVecEnv, autoreset_mode_name
+from vecenv.shmem_vec_env import ShmemVecEnv
 
 __all__ = [
     "AlreadyPendingCallError",

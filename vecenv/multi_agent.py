@@ -29,6 +29,7 @@ from gymnasium.vector.vector_env import AutoresetMode
 
 from vecenv import _layout
 from vecenv._engine import EngineVecEnv
+from vecenv._options import check_env_fns
 from vecenv._pz_adapter import INFO_AGENTS, INFO_FINAL, RESET_WHEN, AdapterFactory
 from vecenv.base import Seeds
 from vecenv.errors import ClosedError, InvalidArgumentError, SpaceError, StateError, WorkerError
@@ -151,7 +152,7 @@ class MultiAgentVecEnv(VectorEnv):
         self._engine = None
         from vecenv.shmem_vec_env import ShmemVecEnv
 
-        fns = ShmemVecEnv._check_env_fns(env_fns)
+        fns = check_env_fns(env_fns)
         if reset_when not in RESET_WHEN:
             raise InvalidArgumentError(
                 f"reset_when must be one of {RESET_WHEN}, got {reset_when!r}"

@@ -38,7 +38,13 @@ import numpy as np
 
 from vecenv._engine import State
 from vecenv._layout import flatten_space, make_action_writer, make_unflattener
-from vecenv._options import ENGINE_OPTIONS, EngineOptions, autoreset_mode_name, check_seconds
+from vecenv._options import (
+    ENGINE_OPTIONS,
+    EngineOptions,
+    autoreset_mode_name,
+    check_env_fns,
+    check_seconds,
+)
 
 # Without Ray installed, this import raises the ImportError that says how to get it.
 from vecenv._ray_actors import (
@@ -57,7 +63,6 @@ from vecenv.errors import (
     StateError,
     VecEnvTimeoutError,
 )
-from vecenv.shmem_vec_env import ShmemVecEnv
 
 __all__ = ["RayVecEnv"]
 
@@ -177,7 +182,7 @@ class RayVecEnv(ActorPool):
         self._state = State.CLOSED  # until construction succeeds
         self._resources = _Resources()
         self._finalizer = weakref.finalize(self, _release, self._resources)
-        env_fns = ShmemVecEnv._check_env_fns(env_fns)
+        env_fns = check_env_fns(env_fns)
         num_envs = len(env_fns)
         if not ray.is_initialized():
             raise StateError(

@@ -32,7 +32,7 @@ except ImportError as _exc:
         f"vecenv.sb3 needs stable-baselines3 ({_exc}); install it with `pip install vecenv[sb3]`"
     ) from _exc
 
-from vecenv._options import ENGINE_OPTIONS, EngineOptions
+from vecenv._options import ENGINE_OPTIONS, EngineOptions, check_env_fns
 from vecenv.errors import InvalidArgumentError, WorkerError
 from vecenv.shmem_vec_env import ShmemVecEnv
 
@@ -132,7 +132,7 @@ class SubprocVecEnv(_SB3VecEnv):
         start_method: Optional[str] = None,
         **vecenv_options: Any,
     ):
-        env_fns = ShmemVecEnv._check_env_fns(env_fns)
+        env_fns = check_env_fns(env_fns)
         spaces = vecenv_options.pop("spaces", None)
         context = vecenv_options.pop("context", None)
         if context is not None and start_method is not None and context != start_method:

@@ -1,20 +1,32 @@
 """ShmemVecEnv: the shared-memory vectorized env (parent side).
 
-This module is the state machine and the two step APIs (``step_async`` /
-``step_wait`` and ``send`` / ``recv``) with ``reset`` and construction. Its
-bases hold the rest: :class:`vecenv._collect.Collector` (waiting, reading
-results and errors, per-env messages, calls), :class:`vecenv._pool.WorkerStartup`
-and :class:`vecenv._pool.WorkerPool` (the worker processes, their start-up,
-transport and faults) and
-:class:`vecenv._engine.EngineVecEnv` (the guard, seeds, indices, call verbs).
-The parent owns the worker processes, the shared block and the state machine.
-Observations, actions, rewards and done flags live in shared memory; on the
-step path the only traffic between processes is a futex wake per worker and
-one per batch. Infos, terminal observations, errors and method calls use each
-worker's pipe (:mod:`vecenv._channel`: framing, deadlines, refs), and only
-when there is something to send.
+This module is the state machine and the public verbs (``reset``,
+``step_async`` / ``step_wait`` / ``step``, ``send`` / ``recv``, the calls,
+``close``) with construction. The work is done by parts that the vec env
+holds as members, each owning its state:
 
-Interrupts: every method makes its state transition before the side effect
+- ``_pool``: the workers, a :class:`vecenv._pool.WorkerPool` (processes, their
+  start-up, pipes, deaths, restarts of one worker, shutdown) or, with
+  ``num_workers=0``, a :class:`vecenv._inprocess.InprocPool` (the envs in
+  this process) with the same interface;
+- ``_collector``: a :class:`vecenv._collect.Collector`, the shared block as the
+  parent sees it (buffers, the Control block, what is in flight, waits,
+  results, the batch);
+- ``_recovery``: a :class:`vecenv._collect.Recovery`, the fault policy (restart
+  or raise, and the restart reports);
+- ``_steps``: a :class:`vecenv._step.Steps`, the verbs' work, the compiled step
+  or its one fallback, chosen in one place.
+
+The path of one ``step(actions)``: the guard (IDLE, lockstep) and NEEDS_RESET
+here; :meth:`Steps.step` picks the compiled step (no caller's wait limit, no
+restart to report), which writes an exact action array into the shared rows,
+dispatches every env's op and wakes each worker once (the Control block), waits
+one slice (spin, then futex), collects and builds the batch; each worker's
+compiled round steps its envs and writes their rows; the collector's Python
+part adds the infos and errors that came through the pipes (only when an env
+had any), terminal observations and restart reports; IDLE here.
+
+Interrupts: every verb makes its state transition before the side effect
 it guards (NEEDS_RESET before a dispatch or a channel operation), so a
 KeyboardInterrupt between any two statements leaves a state from which
 ``reset()`` is correct; replies and infos are matched by ref and ticket, so
@@ -29,10 +41,6 @@ buried workers again; ``on_worker_death="restart"`` does so during a step and
 reports the envs as truncated. The segment handle stays valid for new workers
 because the parent keeps the memfd open; a new worker starts from its slot's
 current cmd_seq and msg_seq.
-
-In-process (``num_workers=0``) there is no worker process: the parent runs
-the worker's loop itself, behind stand-ins for its pipe, Control and process
-(:mod:`vecenv._inprocess`), and everything above holds unchanged.
 """
 
 from __future__ import annotations
@@ -43,35 +51,28 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from vecenv import _core, _inprocess
 from vecenv._autolayout import plan_layout
-from vecenv._engine import State
-from vecenv._options import (  # noqa: F401  (autoreset_mode_name: imported from here too)
-    ENGINE_OPTIONS,
-    EngineOptions,
-    autoreset_mode_name,
-    check_env_fns,
-)
-from vecenv._partial import PartialBatches
-from vecenv._pool import (  # noqa: F401  (plan_workers: imported from here too)
-    _SLICE_S,
-    _Resources,
-    _shutdown,
-    plan_workers,
-)
-from vecenv._protocol import Op
-from vecenv.base import check_batch_size
+from vecenv._calls import Calls
+from vecenv._collect import Collector, Recovery
+from vecenv._engine import EngineVecEnv, State
+from vecenv._inprocess import InprocPool
+from vecenv._options import ENGINE_OPTIONS, EngineOptions, check_env_fns
+from vecenv._pool import WorkerPool, _Resources, _shutdown, check_affinity
+from vecenv._step import Steps
+from vecenv.base import Indices, check_batch_size
 from vecenv.errors import (
     InvalidArgumentError,
+    PendingTimeoutError,
+    StateError,
+    VecEnvTimeoutError,
 )
 
-_OP_STEP, _OP_RESET = int(Op.STEP), int(Op.RESET)  # plain ints for the step path
 # The states the step path sets, as globals (an Enum attribute costs about 0.1 us).
 _IDLE, _NEEDS_RESET = State.IDLE, State.NEEDS_RESET
 _STEP_PENDING, _RUNNING = State.STEP_PENDING, State.RUNNING
 
 
-class ShmemVecEnv(PartialBatches):
+class ShmemVecEnv(EngineVecEnv):
     """Step ``num_envs`` gymnasium envs in worker processes over shared memory.
 
     The API of OpenAI baselines' ``ShmemVecEnv`` (``reset``, ``step_async``,
@@ -266,6 +267,7 @@ class ShmemVecEnv(PartialBatches):
         pickled_leaves: bool = False,
         check_spaces: bool = True,
         engine_options: Optional[EngineOptions] = None,
+        _fallback_for_testing: bool = False,
     ):
         # Every option checked in one place, as every front end checks them.
         keywords = EngineOptions(**{k: v for k, v in locals().items() if k in ENGINE_OPTIONS})
@@ -273,13 +275,19 @@ class ShmemVecEnv(PartialBatches):
             opts = EngineOptions.from_kwargs(
                 {"engine_options": engine_options, **keywords.changed()}, caller="ShmemVecEnv()"
             )
-            ShmemVecEnv.__init__(self, env_fns, spaces, **opts.as_kwargs())
+            ShmemVecEnv.__init__(
+                self,
+                env_fns,
+                spaces,
+                **opts.as_kwargs(),
+                _fallback_for_testing=_fallback_for_testing,
+            )
             return
         self.engine_options = keywords
         self._state = State.CLOSED  # until construction succeeds
         self._resources = _Resources()
         self._finalizer = weakref.finalize(self, _shutdown, self._resources)
-        env_fns = self._check_env_fns(env_fns)
+        env_fns = check_env_fns(env_fns)
         num_envs = len(env_fns)
         batch_size = check_batch_size(batch_size, num_envs)
         if spaces is not None and (not isinstance(spaces, (tuple, list)) or len(spaces) != 2):
@@ -293,79 +301,72 @@ class ShmemVecEnv(PartialBatches):
             timeout=timeout,
             cpu_affinity=cpu_affinity,
             on_worker_death=on_worker_death,
-            check_affinity=self._check_affinity,
-        )
-        self.in_process, self._ranges, spin, self._cores = (
-            plan.in_process,
-            plan.ranges,
-            plan.spin,
-            plan.cores,
+            check_affinity=check_affinity,
         )
         #: The layout this vec env runs with (see :class:`vecenv._autolayout.Layout`).
         self.layout = plan.layout
-        num_workers = len(self._ranges)
-        autoreset_mode = keywords.autoreset_mode
-
+        self.in_process = plan.in_process
         self.batch_size = int(batch_size)
         self.copy = bool(copy)
         self.timeout = timeout
-        self.spin = float(spin)
-        self.autoreset_mode = autoreset_mode
+        self.spin = float(plan.spin)
+        self.autoreset_mode = autoreset_mode = keywords.autoreset_mode
         self.context = context
-        self._env_worker = np.repeat(np.arange(num_workers), [hi - lo for lo, hi in self._ranges])
-        self._seeds: List[Optional[int]] = [None] * num_envs
-        self._options: Dict[int, Any] = {}
-        self.reset_infos: List[Dict[str, Any]] = [{} for _ in range(num_envs)]
-        # Fault handling (see "Errors and fault handling" in the README).
         self.on_worker_death = on_worker_death
         self.max_restarts = int(max_restarts)
-        self.restart_count = 0  # automatic restarts so far
         self.check_rewards = bool(check_rewards)
         self.check_actions = bool(check_actions)
         self.pickled_leaves = bool(pickled_leaves)
         self.check_spaces = bool(check_spaces)
-        self._dead: set[int] = set()  # workers dead or killed, not yet restarted
-        self._restarted: set[int] = set()  # envs whose next result reports a restart
-        self._restart_infos: Dict[int, Any] = {}  # their reset infos
-        self._reset_restarts: Any = None  # set of workers restarted by this reset(), or None
-        self._pending_kwargs: Dict[int, Dict[str, Any]] = {}  # this reset's seeds/options
-        self._next_check = 0.0  # time.monotonic() of the next liveness check on the fast path
-        # Seconds for each wait inside limit_waits() (the gymnasium drop-in's
-        # ``*_wait(timeout=...)``): when they run out, nothing is killed and the
-        # call stays pending (PendingTimeoutError). None: the ``timeout`` watchdog.
-        self._wait_timeout: Optional[float] = None
-        self._ctrl: Any = None  # the _core.Control; None once closed
-        self._ctx: Any = get_context(context)
-        self._daemon = daemon
-        self._start_timeout = start_timeout
-        self._progress: Dict[int, Tuple[Optional[int], int]] = {}  # starting: (env, activity)
-        if self.in_process:
-            _inprocess.start_envs(self, env_fns)
-        else:
-            self._start_workers(self._ctx, env_fns, daemon, start_timeout)
-        obs_space, act_space = self._spaces
+        self._seeds: List[Optional[int]] = [None] * num_envs
+        self._options: Dict[int, Any] = {}
+        self._wait_timeout: Optional[float] = None  # see EngineVecEnv.limit_waits
+        self._ranges = plan.ranges
+        pool = _make_pool(self._resources, env_fns, plan, self.engine_options, self.spin)
+        self._pool = pool
+        (obs_space, act_space), self.metadata = pool.start()
         self._check_given_spaces(spaces, obs_space, act_space)
         super().__init__(num_envs, obs_space, act_space)
         try:
-            self._attach(start_timeout)
-            if self.in_process:
-                _inprocess.bind(self)
+            parts = _wire_parts(
+                self._resources,
+                pool,
+                (obs_space, act_space),
+                self.engine_options,
+                batch_size=self.batch_size,
+                spin=self.spin,
+                compiled=not _fallback_for_testing,
+            )
         except BaseException:
             self.close()
             raise
-        self._fast = self._make_parent_step()  # the compiled step path, or None
+        self._collector, self._recovery, self._steps, self._calls = parts
         self._state = State.NEEDS_RESET
 
-    # ------------------------------------------------------------ construction
-    _check_env_fns = staticmethod(check_env_fns)
+    # ------------------------------------------------------------ what the parts hold
+    @property
+    def reset_infos(self) -> List[Dict[str, Any]]:
+        """One dict per env: the info of its last reset (see :meth:`reset`)."""
+        return self._collector.reset_infos
+
+    @reset_infos.setter
+    def reset_infos(self, infos: List[Dict[str, Any]]) -> None:
+        self._collector.reset_infos = infos
+
+    @property
+    def restart_count(self) -> int:
+        """Automatic restarts so far (``on_worker_death="restart"``)."""
+        return self._recovery.restart_count
 
     def allow_steps_before_reset(self) -> None:
         """Let the first step_async come before any reset (the envs then step
         from the state their factories left), as gymnasium's and SB3's vector
         envs do; the drop-ins call this right after construction."""
-        if self._state is State.NEEDS_RESET and not self._in_flight.any() and not self._dead:
+        idle = not self._collector.in_flight.any() and not self._pool.dead
+        if self._state is State.NEEDS_RESET and idle:
             self._state = State.IDLE
 
+    # ------------------------------------------------------------ reset
     def reset_async(self, env_ids=None) -> None:
         """Start resetting the envs ``env_ids`` (default: all) with the seeds and
         options given by :meth:`seed` and :meth:`set_options`.
@@ -407,35 +408,12 @@ class ShmemVecEnv(PartialBatches):
         ids = self._reset_ids(env_ids)
         entered = self._state
         self._state = State.NEEDS_RESET  # until the reset completes
-        self._reset_restarts = set()  # a worker may be restarted once per reset
-        try:
-            for w in self._broken_workers():  # a new pipe and a new worker: exact
-                self._bury(w)
-            dead = sorted(self._dead.union(self._dead_workers()))
-            if dead:
-                self._on_deaths(dead, "reset")
-            if self._in_flight.any():
-                self._drain("reset")
-            for chan in self._resources.chans:  # replies of abandoned calls, old infos
-                chan.forget_stale()
-            if ids is not None and entered is State.NEEDS_RESET:
-                self._drop_held_actions()
-            if ids is not None and self._reset_restarts:  # their envs are new: reset them too
-                new = [i for w in self._reset_restarts for i in range(*self._ranges[w])]
-                ids = np.union1d(ids, np.asarray(new, dtype=np.int64))
-            self._restarted.clear()
-            self._restart_infos.clear()
-            self._send_reset_kwargs(range(self.num_envs) if ids is None else ids)
-            if ids is None:
-                self._ctrl.dispatch_all(_OP_RESET)
-            else:
-                self._ctrl.dispatch(ids, _OP_RESET)
-        except BaseException:
-            self._reset_restarts = None
-            raise
+        seeds, options = self._seeds, self._options
+        self._steps.start_reset(ids, entered is State.NEEDS_RESET, seeds, options)
+        self._seeds = [None] * self.num_envs
+        self._options = {}
         if self.batch_size < self.num_envs:
-            self._reset_restarts = None  # recv() collects the resets like steps
-            self._state = State.RUNNING
+            self._state = State.RUNNING  # recv() collects the resets like steps
         else:
             self._state = State.RESET_PENDING
 
@@ -464,31 +442,14 @@ class ShmemVecEnv(PartialBatches):
             self._guard("reset_wait", State.RESET_PENDING)
         self._state = State.NEEDS_RESET  # until the reset completes (see step_wait)
         try:
-            ids = np.flatnonzero(self._in_flight)
-            n = len(ids)
-            self._wait(n, "reset", State.RESET_PENDING)
-            if n == self.num_envs:
-                flagged = self._ctrl.collect_all()
-            else:
-                flagged = self._ctrl.collect(n, self._ids_out)
-            infos = [{} for _ in range(self.num_envs)]
-            if flagged:
-                got, errors = self._read_flagged(ids)
-                if errors:
-                    self._raise_errors(errors)
-                for i, info in got.items():
-                    infos[i] = self._take_pickled(i, info)
-            for i, info in self._restart_infos.items():  # reset while restarting
-                infos[i] = info
-            self._restart_infos.clear()
-        finally:
-            if self._state is not State.RESET_PENDING:
-                self._reset_restarts = None
-        self.reset_infos = infos
-        self._pending_kwargs = {}
+            obs = self._steps.finish_reset(self._wait_timeout)
+        except PendingTimeoutError:
+            self._state = State.RESET_PENDING
+            raise
         self._state = State.IDLE
-        return self._obs_batch()
+        return obs
 
+    # ------------------------------------------------------------ lockstep steps
     def step_async(self, actions) -> None:
         """Start a step of every env.
 
@@ -513,74 +474,37 @@ class ShmemVecEnv(PartialBatches):
             A step is already pending, reset() was not called, or the vec env
             uses batch_size < num_envs (use send/recv).
         """
-        fast = self._fast
-        if (
-            fast is not None
-            and fast.exact_actions
-            and self._state is _IDLE
-            and self.batch_size == self.num_envs
-            and not self.check_actions
-        ):
-            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-            if fast.start(actions):
-                self._state = _STEP_PENDING
-                return
-            self._state = _IDLE  # not an exact array: nothing was sent
-        self._step_start(actions)
-        self._state = State.STEP_PENDING
-
-    def _step_start(self, actions) -> None:
-        self._check_step_async()
-        self._put_actions(actions)
-        self._state = State.NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-        self._ctrl.dispatch_all(_OP_STEP)
+        if self._state is not _IDLE or self.batch_size != self.num_envs:
+            self._check_step_async()
+        self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+        try:
+            self._steps.start(actions)
+        except BaseException:
+            if self._steps.nothing_sent():
+                self._state = _IDLE
+            raise
+        self._state = _STEP_PENDING
 
     def step(self, actions):
         """:meth:`step_async` then :meth:`step_wait`, without passing through
         STEP_PENDING: a Ctrl-C anywhere in it leaves NEEDS_RESET, from which
-        :meth:`reset` recovers (see step_wait for what it returns and raises)."""
-        fast = self._fast
-        # The compiled path, unless a caller's single-wait timeout or a restart
-        # to report needs the Python one (which also checks worker liveness
-        # every _SLICE_S: the compiled call leaves that wait to it).
-        if (
-            fast is not None
-            and self._state is _IDLE
-            and self.batch_size == self.num_envs
-            and self._wait_timeout is None
-            and not self._restarted
-        ):
-            if self.check_actions or not fast.exact_actions:
-                self._put_actions(actions)  # idle: an error here sent nothing
-                actions = None
-            self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
-            r = fast.step(actions, self.spin, _SLICE_S, self.reset_infos, self._next_check)
-            if r == _core.PARENT_NOT_EXACT:
+        :meth:`reset` recovers (see step_wait for what it returns and raises;
+        inside :meth:`limit_waits` a wait that runs out leaves the step
+        pending, for step_wait)."""
+        if self._state is not _IDLE or self.batch_size != self.num_envs:
+            self._check_step_async()
+        self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+        try:
+            result = self._steps.step(actions, self._wait_timeout)
+        except PendingTimeoutError:
+            self._state = _STEP_PENDING
+            raise
+        except BaseException:
+            if self._steps.nothing_sent():
                 self._state = _IDLE
-                self._put_actions(actions)
-                self._state = _NEEDS_RESET
-                r = fast.step(None, self.spin, _SLICE_S, self.reset_infos, self._next_check)
-            return self._step_result(r)
-        self._step_start(actions)
-        return self._step_finish()
-
-    def _step_result(self, r):
-        """The step's result from the compiled path's ``r`` (see ParentStep.finish)."""
-        if type(r) is not tuple:  # the Python wait takes over (after a first slice)
-            return self._step_finish(_SLICE_S if r == _core.PARENT_WAITING else 0.0)
-        obs, rew, dones, infos, flagged, ended = r
-        # A worker restarted while step() sent its actions (_put_actions) has
-        # its restart reported in this step, as the Python path does.
-        reported = bool(self._restarted)
-        if flagged or ended or reported:  # the per-env Python part (see ParentStep.finish)
-            restarts = self.restart_count
-            self._complete(None, infos, flagged)
-            if reported or self.restart_count != restarts:
-                # The report set its envs' flags; a worker that died before its
-                # info was read (see _read_flagged) has its rows and rewards reset too.
-                obs, rew, dones = self._obs_batch(), self._rew.copy(), self._term | self._trunc
+            raise
         self._state = _IDLE
-        return obs, rew, dones, infos
+        return result
 
     def step_wait(self):
         """Wait for the step started by :meth:`step_async`.
@@ -606,27 +530,20 @@ class ShmemVecEnv(PartialBatches):
         WorkerDiedError, VecEnvTimeoutError
             See the ``on_worker_death`` and ``timeout`` parameters.
 
-        After any exception (Ctrl-C included) the vec env needs a reset().
+        After any exception (Ctrl-C included) the vec env needs a reset(),
+        except after the :class:`~vecenv.errors.PendingTimeoutError` of a wait
+        inside :meth:`limit_waits`, when the step stays pending.
         """
         if self._state is not _STEP_PENDING:
             self._guard("step_wait", State.STEP_PENDING)
-        # Until this step completes: any exception (Ctrl-C too) leaves a vec
-        # env whose reset() drains the envs in flight.
-        self._state = _NEEDS_RESET
-        fast = self._fast
-        if fast is not None and self._wait_timeout is None and not self._restarted:  # see step
-            r = fast.finish(self.spin, _SLICE_S, self.reset_infos, self._next_check)
-            return self._step_result(r)
-        return self._step_finish()
-
-    def _step_finish(self, waited: float = 0.0):
-        n = self.num_envs
-        self._wait(n, "step", State.STEP_PENDING, waited)
-        flagged = self._ctrl.collect_all()
-        infos: List[Dict[str, Any]] = [{} for _ in range(n)]
-        self._complete(None, infos, flagged)
-        self._state = State.IDLE
-        return self._obs_batch(), self._rew.copy(), self._term | self._trunc, infos
+        self._state = _NEEDS_RESET  # until it completes: reset() then drains the envs in flight
+        try:
+            result = self._steps.finish(self._wait_timeout)
+        except PendingTimeoutError:
+            self._state = _STEP_PENDING
+            raise
+        self._state = _IDLE
+        return result
 
     def step_wait_gym(self):
         """:meth:`step_wait` returning gymnasium's split flags:
@@ -634,16 +551,191 @@ class ShmemVecEnv(PartialBatches):
         if self._state is not State.STEP_PENDING:
             self._guard("step_wait", State.STEP_PENDING)
         obs, rew, _, infos = self.step_wait()
-        return obs, rew, self._term.copy(), self._trunc.copy(), infos
+        return obs, rew, self._collector.term.copy(), self._collector.trunc.copy(), infos
+
+    # ------------------------------------------------------------ partial batches
+    def send(self, actions, env_ids=None) -> None:
+        """Start a step of the envs ``env_ids`` (EnvPool-style async API:
+        ``envpool/core/async_envpool.h``).
+
+        Parameters
+        ----------
+        actions : array-like, shape (len(env_ids), *action_space.shape)
+            Row ``j`` is the action of env ``env_ids[j]``.
+        env_ids : array-like of int, optional
+            Distinct env indices, none in flight; default all envs (typically
+            the ``env_ids`` returned by the previous :meth:`recv`).
+
+        Raises
+        ------
+        InvalidArgumentError
+            Bad actions or env_ids, or an env that is still in flight.
+        """
+        self._guard("send", State.IDLE, State.RUNNING)
+        prev = self._state
+        self._state = _NEEDS_RESET  # before the dispatch: a Ctrl-C between is safe
+        try:
+            self._steps.send(actions, env_ids)
+        except BaseException:
+            if self._steps.nothing_sent():
+                self._state = prev
+            raise
+        self._state = _RUNNING
+
+    def recv(self):
+        """Collect the first ``batch_size`` envs that finished (FIFO order),
+        so that a learner can act on some envs while the others still step.
+
+        Returns
+        -------
+        observations : array, tuple or dict of arrays, each (batch_size, *shape)
+            Rows for ``env_ids``: arrays the caller owns (one block copy when
+            the envs are consecutive, as the whole envs of a worker are); with
+            ``copy=False`` zero-copy views of their shared rows when the envs
+            are consecutive (valid until they are sent again), else a buffer
+            reused by the next recv. With batch_size == envs_per_worker each
+            batch is one worker's envs, consecutive (a worker publishes the
+            envs it was sent together, and the oldest come first).
+        rewards : float64 array, (batch_size,)
+        dones : bool array, (batch_size,)
+        infos : list of batch_size dicts
+        env_ids : int64 array, (batch_size,)
+            Which env each row belongs to.
+
+        Raises
+        ------
+        StateError
+            Fewer than batch_size envs are in flight (nothing could complete
+            the batch).
+        """
+        self._guard("recv", State.RUNNING, State.IDLE)
+        prev = self._state
+        self._state = _NEEDS_RESET  # until this batch is collected (see step_wait)
+        try:
+            r = self._steps.recv(self._wait_timeout)
+        except PendingTimeoutError:
+            self._state = _RUNNING
+            raise
+        if r is None:
+            self._state = prev
+            pending = int(self._collector.in_flight.sum())
+            raise StateError(
+                f"recv() needs batch_size={self.batch_size} envs in flight but only {pending} "
+                "are: send() actions for the env_ids of the last recv() first"
+            )
+        batch, left = r
+        self._state = _RUNNING if left else _IDLE
+        return batch
+
+    # ------------------------------------------------------------ calls
+    def _call_start(self, what: str, name: str, args, kwargs, indices: Indices):
+        """Send a call to the envs ``indices`` (see :class:`vecenv._calls.Calls`);
+        NEEDS_RESET while the frames are written (a Ctrl-C that cuts one
+        leaves a state that needs the reset which restores the channel)."""
+        self._guard(what, State.IDLE, State.NEEDS_RESET)
+        ids = self._indices(indices)
+        prev = self._state
+        self._state = State.NEEDS_RESET  # until every frame is written
+        try:
+            pending = self._calls.start(what, name, args, kwargs, ids, prev is State.NEEDS_RESET)
+        except BaseException:
+            if self._calls.intact():
+                self._state = prev
+            raise
+        self._state = prev
+        return pending
+
+    def _call_finish(self, pending) -> List[Any]:
+        """Collect the replies of :meth:`_call_start`; NEEDS_RESET until every
+        reply is read (a caller's wait limit that passes leaves it pending)."""
+        self._calls.check(pending)
+        prev = self._state
+        self._state = State.NEEDS_RESET  # until every reply is read
+        try:
+            results = self._calls.finish(pending, self._wait_timeout)
+        except VecEnvTimeoutError:
+            if self._wait_timeout is not None:
+                self._state = prev  # still pending: wait again
+            raise
+        self._state = prev
+        errors = {i: v for i, (kind, v) in zip(pending["ids"], results) if kind != "ok"}
+        if errors:
+            raise self._pool.worker_error(errors[min(errors)])
+        return [value for _, value in results]
 
     # ------------------------------------------------------------ close
     def _forget_views(self) -> None:
         """At close: drop the views of shared memory (before it is unmapped)."""
-        self._obs_bufs = self._act_bufs = self._gather_out = self._obs_rows = ()
-        self._rew = self._term = self._trunc = self._status = None
-        self._ctrl = None
-        self._fast = None
-        self._write_actions = None
+        collector = getattr(self, "_collector", None)
+        if collector is not None:
+            collector.release()
+
+
+def _wire_parts(
+    resources: _Resources,
+    pool: Union[WorkerPool, InprocPool],
+    spaces: Tuple[Any, Any],
+    options: EngineOptions,
+    *,
+    batch_size: int,
+    spin: float,
+    compiled: bool,
+) -> Tuple[Collector, Recovery, Steps, Calls]:
+    """The parts over a started ``pool``: the collector (which maps the
+    shared block and attaches the workers), the fault policy, the steps and
+    the calls, each handed what it reads."""
+    collector = Collector(
+        resources,
+        pool,
+        spaces[0],
+        spaces[1],
+        num_envs=len(pool.env_worker),
+        batch_size=batch_size,
+        copy=bool(options.copy),
+        spin=spin,
+        timeout=options.timeout,
+        autoreset_mode=options.autoreset_mode,
+        check_actions=bool(options.check_actions),
+        pickled_leaves=bool(options.pickled_leaves),
+        compiled=compiled,
+    )
+    recovery = Recovery(
+        pool,
+        collector,
+        spaces,
+        on_worker_death=options.on_worker_death,
+        max_restarts=int(options.max_restarts),
+        autoreset_mode=options.autoreset_mode,
+    )
+    collector.bind_recovery(recovery)
+    steps = Steps(collector, recovery, check_actions=bool(options.check_actions))
+    return collector, recovery, steps, Calls(pool, collector, timeout=options.timeout)
+
+
+def _make_pool(
+    resources: _Resources, env_fns, plan: Any, options: EngineOptions, spin: float
+) -> Union[WorkerPool, InprocPool]:
+    """The pool that ``plan`` (the layout) asks for: the envs in this process
+    (``num_workers=0``) or worker processes; neither is started yet."""
+    kwargs: Dict[str, Any] = {
+        "autoreset_mode": options.autoreset_mode,
+        "check_rewards": bool(options.check_rewards),
+        "check_spaces": bool(options.check_spaces),
+    }
+    if plan.in_process:
+        return InprocPool(resources, env_fns, **kwargs)
+    return WorkerPool(
+        resources,
+        env_fns,
+        plan.ranges,
+        ctx=get_context(options.context),
+        daemon=bool(options.daemon),
+        start_timeout=float(options.start_timeout),
+        timeout=options.timeout,
+        cores=plan.cores,
+        spin=spin,
+        **kwargs,
+    )
 
 
 def make(
