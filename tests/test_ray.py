@@ -63,6 +63,19 @@ def test_refuses_to_start_without_a_running_ray():
     assert not ray.is_initialized()  # RayVecEnv never starts Ray by itself
 
 
+def test_ray_vec_env_is_an_engine_that_holds_its_actor_pool():
+    """RayVecEnv is the engine's state machine; its actors are a part it holds
+    (``ActorPool``), not a base class."""
+    pytest.importorskip("ray")
+    from vecenv._engine import EngineVecEnv
+    from vecenv._ray_actors import ActorPool
+    from vecenv.ray import RayVecEnv
+
+    inside = [c for c in RayVecEnv.__mro__ if c.__module__.split(".")[0] == "vecenv"]
+    assert inside == [RayVecEnv, EngineVecEnv, vecenv.VecEnv]
+    assert not issubclass(ActorPool, EngineVecEnv)
+
+
 # ---------------------------------------------------------------- the namespace
 @pytest.fixture(scope="module")
 def loopback_namespace():
@@ -436,6 +449,26 @@ class TestOneNode:
         pids = [p for info in venv.actor_info for p in (info["pid"], *info["worker_pids"])]
         del venv
         gc.collect()
+        assert _gone(pids)
+
+    def test_dropping_the_last_reference_kills_the_actors_without_gc(self):
+        """No reference cycle holds a RayVecEnv: reference counting alone runs
+        its finalizer, which kills the actors."""
+        import gc
+        import weakref
+
+        from vecenv.ray import RayVecEnv
+
+        venv = RayVecEnv([cartpole] * 2, num_actors=2)
+        venv.reset()
+        pids = [p for info in venv.actor_info for p in (info["pid"], *info["worker_pids"])]
+        alive = weakref.ref(venv)
+        gc.disable()
+        try:
+            del venv
+            assert alive() is None
+        finally:
+            gc.enable()
         assert _gone(pids)
 
     def test_env_errors_name_the_global_env(self):

@@ -4,11 +4,14 @@ Actor side: :class:`_EnvActor` runs inside a Ray actor process and hosts a
 local :class:`~vecenv.ShmemVecEnv` of its share of the envs; its methods
 never raise for env errors but return ``("ok", value)`` or ``("error",
 payload)``. Parent side: :class:`_Resources` (the actors and the placement
-group, released by a ``weakref.finalize``) and :class:`ActorPool`, the base
-of :class:`~vecenv.RayVecEnv` that plans the actors, starts them, fetches
-task results with deadlines, turns Ray failures and error payloads into
-vecenv exceptions, and brings restarted actors back. Ray is imported here
-and in :mod:`vecenv.ray` only.
+group, released by a ``weakref.finalize``) and :class:`ActorPool`, a part
+that :class:`~vecenv.RayVecEnv` holds as a member: it plans the actors,
+starts them, submits their tasks, fetches task results with deadlines,
+turns Ray failures and error payloads into vecenv exceptions, and brings
+restarted actors back. The pool knows nothing of the vec env's state
+machine: RayVecEnv keeps the state and the tasks in flight, and hands the
+pool refs to fetch and the time limit of each wait. Every Ray call of the
+parent is made here; this is the only module that imports Ray.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -30,7 +33,6 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
         f"vecenv.ray needs Ray ({_exc}): install it with `pip install vecenv[ray]`"
     ) from _exc
 
-from vecenv._engine import EngineVecEnv, State
 from vecenv._layout import make_flattener, make_unflattener
 from vecenv._pool import plan_workers
 from vecenv._protocol import Autoreset, ErrorReport
@@ -160,9 +162,9 @@ class _Resources:
     """The actors and placement group to release; apart from the RayVecEnv so
     a weakref finalizer can release them (close, GC and exit end here)."""
 
-    def __init__(self):
-        self.actors: list = []
-        self.pg = None
+    def __init__(self) -> None:
+        self.actors: List[Any] = []  # Ray actor handles, in actor order
+        self.pg: Any = None  # the placement group, if one was reserved
 
     def shutdown(self, timeout: float) -> None:
         if not ray.is_initialized():  # Ray already shut down: nothing to release
@@ -196,26 +198,82 @@ def _release(resources: _Resources) -> None:
     resources.shutdown(timeout=2.0)
 
 
-class ActorPool(EngineVecEnv):
-    """Base of RayVecEnv: its actors' plan, start, results and faults (see the module)."""
+#: A task's result as the actor returns it: ``(tag, value)`` (see :class:`_EnvActor`).
+Result = Tuple[str, Any]
 
-    # RayVecEnv's state that these methods share; set in RayVecEnv.__init__.
-    actor_info: List[Dict[str, Any]]
-    max_restarts: int
-    restart_timeout: float
-    restarts: List[int]
-    reset_infos: List[Dict[str, Any]]
-    _resources: _Resources
-    _ranges: List[Tuple[int, int]]
-    _dead: Dict[int, str]
-    _pending: Dict[int, Tuple[str, Any]]
-    _last_leaves: Dict[int, List[np.ndarray]]
-    _actor_size: int
-    _env_actor: np.ndarray
-    _unflatten_obs: Any
+
+class ActorPool:
+    """The parent's pool of Ray actors: actor ``a`` hosts the envs
+    ``ranges[a] = (lo, hi)``, a contiguous range, in actor order.
+
+    Owns the actor layout (``ranges``, ``env_actor``, ``actor_size``), what
+    is known of each actor (``actor_info``, ``restarts``, the actors that
+    cannot come back) and the restart policy (``max_restarts``,
+    ``restart_timeout``). The actors and the placement group themselves live
+    in ``resources``, which the caller creates (its finalizer releases them)
+    and hands over; :meth:`start` fills it.
+
+    The pool submits tasks and returns their ``ObjectRef``; the caller keeps
+    them (what is in flight is the state machine's data) and hands them back
+    to :meth:`get`, :meth:`wait_first` or :meth:`get_calls` with the
+    seconds that wait may take.
+
+    Parameters
+    ----------
+    resources : _Resources
+        Where the actors and the placement group go (empty; filled by :meth:`start`).
+    ranges : list of (lo, hi)
+        The env range of each actor, from :meth:`plan`.
+    max_restarts : int
+        Ray's ``max_restarts`` for every actor (0: a dead actor is an error;
+        -1: no limit).
+    restart_timeout : float
+        Seconds to wait for a restarted actor to reset its envs.
+    """
+
+    def __init__(
+        self,
+        resources: _Resources,
+        ranges: List[Tuple[int, int]],
+        max_restarts: int,
+        restart_timeout: float,
+    ) -> None:
+        self.resources = resources
+        self.ranges = ranges
+        self.max_restarts = max_restarts
+        self.restart_timeout = restart_timeout
+        sizes = [hi - lo for lo, hi in ranges]
+        self.actor_size = max(sizes)
+        # env index -> the actor that hosts it
+        self.env_actor = np.repeat(np.arange(len(ranges)), sizes)
+        self.restarts = [0] * len(ranges)  # restarts seen per actor
+        # One per actor once started (see RayVecEnv.actor_info); refreshed after a restart.
+        self.actor_info: List[Dict[str, Any]] = []
+        self._dead: Dict[int, str] = {}  # actor -> why, for actors that cannot come back
+
+    # ------------------------------------------------------------ plan and options
+    @staticmethod
+    def ray_is_running() -> bool:
+        """Whether Ray is initialized in this process (the pool never starts it)."""
+        return bool(ray.is_initialized())
 
     @staticmethod
-    def _plan(num_envs, num_actors, envs_per_actor) -> List[Tuple[int, int]]:
+    def default_num_actors() -> int:
+        """One actor per alive node that has CPUs (at least 1)."""
+        return max(
+            1,
+            sum(
+                1
+                for n in ray.nodes()
+                if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0
+            ),
+        )
+
+    @staticmethod
+    def plan(
+        num_envs: int, num_actors: Optional[int], envs_per_actor: Optional[int]
+    ) -> List[Tuple[int, int]]:
+        """The env range of each actor; raises InvalidArgumentError naming the actor options."""
         try:
             return plan_workers(num_envs, num_actors, envs_per_actor)
         except InvalidArgumentError as exc:
@@ -223,7 +281,16 @@ class ActorPool(EngineVecEnv):
             msg = msg.replace("envs_per_worker", "envs_per_actor").replace("worker", "actor")
             raise InvalidArgumentError(msg) from None
 
-    def _actor_options(self, actor_options, n_act, placement_strategy) -> List[Dict[str, Any]]:
+    @staticmethod
+    def actor_options(
+        actor_options: Union[Dict[str, Any], Sequence[Dict[str, Any]], None],
+        n_act: int,
+        placement_strategy: Optional[str],
+    ) -> List[Dict[str, Any]]:
+        """``actor_options`` checked (by Ray too, starting nothing): one dict per actor.
+
+        Raises InvalidArgumentError naming the actor and the option.
+        """
         if actor_options is None:
             per: List[Dict[str, Any]] = [{} for _ in range(n_act)]
         elif isinstance(actor_options, dict):
@@ -258,7 +325,7 @@ class ActorPool(EngineVecEnv):
                 raise InvalidArgumentError(
                     f"actor_options[{a}] is not valid for Ray: {exc}"
                 ) from None
-            if placement_strategy is not None and not self._bundle(o):
+            if placement_strategy is not None and not ActorPool._bundle(o):
                 raise InvalidArgumentError(
                     f"actor_options[{a}] asks for no resources, so a placement group cannot "
                     "reserve a bundle for it: give num_cpus > 0 or pass placement_strategy=None"
@@ -293,8 +360,33 @@ class ActorPool(EngineVecEnv):
                 f"its own node but the cluster has {nodes} alive: use 'SPREAD' or fewer actors"
             )
 
-    def _start(self, env_fns, opts, vec_kwargs, autoreset_mode, placement_strategy, start_timeout):
-        res = self._resources
+    # ------------------------------------------------------------ start
+    def start(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        opts: List[Dict[str, Any]],
+        vec_kwargs: Dict[str, Any],
+        autoreset_mode: str,
+        placement_strategy: Optional[str],
+        start_timeout: float,
+    ) -> None:
+        """Reserve the placement group, start the actors (into ``resources``)
+        and wait for each to build its envs; sets ``actor_info``.
+
+        On an error the caller shuts ``resources`` down.
+
+        Raises
+        ------
+        InvalidArgumentError
+            The cluster can never hold the placement group.
+        WatchdogTimeoutError
+            The placement group or an actor did not start within ``start_timeout`` s.
+        WorkerDiedError
+            An actor died while starting.
+        WorkerError
+            An env factory or the actor's local engine raised.
+        """
+        res = self.resources
         deadline = time.monotonic() + start_timeout
         if placement_strategy is not None:
             bundles = [self._bundle(o) for o in opts]
@@ -309,7 +401,7 @@ class ActorPool(EngineVecEnv):
                     "per actor, or use strategy SPREAD/PACK instead of a STRICT one",
                     env_indices=range(len(env_fns)),
                 )
-        for a, (lo, hi) in enumerate(self._ranges):
+        for a, (lo, hi) in enumerate(self.ranges):
             o = dict(opts[a])
             o["max_restarts"] = self.max_restarts
             o["max_task_retries"] = 0  # a step is not idempotent: never run it twice
@@ -329,7 +421,7 @@ class ActorPool(EngineVecEnv):
             try:
                 tag, value = ray.get(ref, timeout=left)
             except ray_exc.GetTimeoutError:
-                lo, hi = self._ranges[a]
+                lo, hi = self.ranges[a]
                 raise WatchdogTimeoutError(
                     f"Ray actor {a} (envs {lo}..{hi - 1}) did not start within "
                     f"start_timeout={start_timeout} s (cluster resources available: "
@@ -339,30 +431,53 @@ class ActorPool(EngineVecEnv):
             except ray_exc.RayError as exc:
                 raise self._died([a], "starting", exc) from None
             if tag == "error":
-                raise self._translate(a, value, "building the envs")
-            infos.append(dict(value, actor=a, envs=self._ranges[a]))
-        self.actor_info: List[Dict[str, Any]] = infos
+                raise self.translate(a, value, "building the envs")
+            infos.append(dict(value, actor=a, envs=self.ranges[a]))
+        self.actor_info = infos
+
+    # ------------------------------------------------------------ tasks
+    def submit_reset(
+        self,
+        a: int,
+        seeds: Optional[List[Optional[int]]],
+        options: Optional[List[Any]],
+        local_ids: Optional[List[int]],
+    ) -> Any:
+        """Start a reset of actor ``a``'s envs ``local_ids`` (None: all); its ObjectRef."""
+        return self.resources.actors[a].reset.remote(seeds, options, local_ids)
+
+    def submit_step(self, a: int, action_leaves: List[np.ndarray]) -> Any:
+        """Start a step of actor ``a``'s envs with its rows of each action
+        leaf; its ObjectRef. Ray serializes the arrays here, so the caller
+        may reuse its buffers at once."""
+        return self.resources.actors[a].step.remote(action_leaves)
+
+    def submit_call(
+        self, a: int, what: str, name: str, args: Any, kwargs: Any, local_ids: List[int]
+    ) -> Any:
+        """Start the call ``what`` of ``name`` on actor ``a``'s envs ``local_ids``; its ObjectRef."""
+        return self.resources.actors[a].call.remote(what, name, args, kwargs, local_ids)
 
     # ------------------------------------------------------------ errors
-    def _translate(self, a: int, payload: ErrorReport, what: str) -> Exception:
+    def translate(self, a: int, payload: ErrorReport, what: str) -> Exception:
         """An actor's error report as a vecenv exception with global env indices."""
-        lo, hi = self._ranges[a]
+        lo, hi = self.ranges[a]
         where = (
             f"Ray actor {a} (envs {lo}..{hi - 1}; env numbers in this message are local, add {lo})"
         )
         return payload.to_exception(prefix=f"{where} while {what}: ", offset=lo)
 
     def _died(self, actors: Sequence[int], what: str, exc: BaseException) -> WorkerDiedError:
-        """A WorkerDiedError naming the envs of ``actors`` (which cannot come back)."""
+        """A WorkerDiedError naming the envs of ``actors``, which are marked
+        as unable to come back."""
         env_ids: List[int] = []
         parts = []
         for a in sorted(actors):
-            lo, hi = self._ranges[a]
+            lo, hi = self.ranges[a]
             env_ids.extend(range(lo, hi))
-            info = self.actor_info[a] if a < len(getattr(self, "actor_info", ())) else {}
+            info = self.actor_info[a] if a < len(self.actor_info) else {}
             parts.append(f"actor {a} (envs {list(range(lo, hi))}, node {info.get('node_ip', '?')})")
             self._dead[a] = f"{type(exc).__name__}"
-        self._state = State.NEEDS_RESET
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         err = WorkerDiedError(
             f"Ray {'; '.join(parts)} died while {what} ({type(exc).__name__}: {first_line}); "
@@ -372,20 +487,24 @@ class ActorPool(EngineVecEnv):
         err.__cause__ = exc
         return err
 
-    def _check_alive(self, actors: Sequence[int], what: str) -> None:
+    def check_alive(self, actors: Sequence[int], what: str) -> None:
+        """Raise WorkerDiedError (naming ``what``) if one of ``actors`` died
+        earlier and cannot come back."""
         dead = [a for a in actors if a in self._dead]
         if dead:
-            env_ids = [i for a in dead for i in range(*self._ranges[a])]
+            env_ids = [i for a in dead for i in range(*self.ranges[a])]
             raise WorkerDiedError(
                 f"{what}: Ray actors {dead} (envs {env_ids}) died earlier and cannot be "
                 "restarted: close() this vec env and build a new one",
                 env_indices=env_ids,
             )
 
-    # ------------------------------------------------------------ plumbing
-    def _fetch(self, refs: Dict[int, Any], what: str):
-        """Wait for every ref (at most ``timeout`` seconds) and get its result:
-        ``({actor: (tag, value)}, {actor: Ray error})``.
+    # ------------------------------------------------------------ results
+    def _fetch(
+        self, refs: Dict[int, Any], what: str, limit: Optional[float]
+    ) -> Tuple[Dict[int, Result], Dict[int, BaseException]]:
+        """Wait for every ref (at most ``limit`` seconds; None: no limit) and
+        get its result: ``({actor: (tag, value)}, {actor: Ray error})``.
 
         Raises PendingTimeoutError (naming the late envs) when the deadline
         passes; the refs stay valid, so the caller's call stays pending.
@@ -393,7 +512,6 @@ class ActorPool(EngineVecEnv):
         if not refs:
             return {}, {}
         lst = list(refs.values())
-        limit = self.timeout if self._wait_timeout is None else self._wait_timeout
         deadline = None if limit is None else time.monotonic() + limit
         try:  # the common case: one call for all actors
             return dict(zip(refs, ray.get(lst, timeout=limit))), {}
@@ -407,14 +525,14 @@ class ActorPool(EngineVecEnv):
             _, late = ray.wait(lst, num_returns=len(lst), timeout=0, fetch_local=False)
             late_set = set(late)
             late_actors = [a for a, r in refs.items() if r in late_set]
-            env_ids = [i for a in late_actors for i in range(*self._ranges[a])]
+            env_ids = [i for a in late_actors for i in range(*self.ranges[a])]
             # The call stays pending: waiting again picks up the same results.
             raise PendingTimeoutError(
                 f"envs {env_ids} (Ray actors {late_actors}) did not finish {what} within "
                 f"{limit} s; the call stays pending (wait again, or reset())",
                 env_indices=env_ids,
             )
-        out: Dict[int, Tuple[str, Any]] = {}
+        out: Dict[int, Result] = {}
         failed: Dict[int, BaseException] = {}
         for a, ref in refs.items():
             try:
@@ -425,11 +543,22 @@ class ActorPool(EngineVecEnv):
                 failed[a] = exc
         return out, failed
 
-    def _get(self, refs: Dict[int, Any], what: str) -> Dict[int, Tuple[str, Any]]:
-        """Results ``(tag, value)`` of ready refs. An actor that failed is
-        reset after Ray restarted it (when max_restarts allows) and answers
-        ``("restarted", reset_result)``; otherwise raise WorkerDiedError."""
-        out, failed = self._fetch(refs, what)
+    def get(self, refs: Dict[int, Any], what: str, limit: Optional[float]) -> Dict[int, Result]:
+        """Results ``(tag, value)`` of the step or reset tasks ``refs``
+        (actor -> ObjectRef), waiting at most ``limit`` seconds.
+
+        An actor that failed is reset after Ray restarted it (when
+        max_restarts allows) and answers ``("restarted", reset_result)``.
+
+        Raises
+        ------
+        PendingTimeoutError
+            ``limit`` passed; the refs stay valid (wait for them again).
+        WorkerDiedError
+            An actor failed and cannot come back (max_restarts 0 or used up,
+            or it did not come back within restart_timeout).
+        """
+        out, failed = self._fetch(refs, what, limit)
         dead: Dict[int, BaseException] = {}
         for a, exc in failed.items():
             if self.max_restarts == 0 or isinstance(exc, ray_exc.ActorDiedError):
@@ -447,12 +576,43 @@ class ActorPool(EngineVecEnv):
                 self._restarted(a)
         return out
 
-    def _recover(self, a: int):
+    def get_calls(
+        self, refs: Dict[int, Any], what: str, limit: Optional[float]
+    ) -> Dict[int, Result]:
+        """Results ``(tag, value)`` of the call tasks ``refs`` (actor ->
+        ObjectRef), waiting at most ``limit`` seconds: ``("ok", replies)``
+        with one reply per local index, or ``("error", payload)``.
+
+        Raises
+        ------
+        PendingTimeoutError
+            ``limit`` passed; the refs stay valid (wait for them again).
+        WorkerDiedError
+            An actor failed. One that Ray restarts is not marked dead: its
+            envs are fresh, so the caller must reset.
+        """
+        out, failed = self._fetch(refs, what, limit)
+        if failed:
+            err = self._died(list(failed), what, next(iter(failed.values())))
+            for a, exc in failed.items():
+                if self.max_restarts != 0 and not isinstance(exc, ray_exc.ActorDiedError):
+                    self._dead.pop(a, None)  # Ray brings it back: reset() resets its envs
+            raise err
+        return out
+
+    def wait_first(self, refs: List[Any], k: int, limit: Optional[float]) -> List[Any]:
+        """The first ``k`` of ``refs`` to finish (fewer if ``limit`` seconds
+        pass first), their results fetched to this node."""
+        ready, _ = ray.wait(refs, num_returns=k, timeout=limit, fetch_local=True)
+        return list(ready)
+
+    # ------------------------------------------------------------ restarts
+    def _recover(self, a: int) -> Union[Result, BaseException]:
         """Reset the envs of actor ``a`` after a Ray error (Ray restarts a
         dead actor meanwhile). Returns ``("restarted", reset_result)``, an
         env error ``("error", payload)``, or the exception that ended it."""
         deadline = time.monotonic() + self.restart_timeout
-        actor = self._resources.actors[a]
+        actor = self.resources.actors[a]
         while True:
             try:
                 tag, value = ray.get(
@@ -465,7 +625,7 @@ class ActorPool(EngineVecEnv):
                 time.sleep(0.1)  # still restarting: ask again
                 continue
             except ray_exc.GetTimeoutError:
-                lo, hi = self._ranges[a]
+                lo, hi = self.ranges[a]
                 return WatchdogTimeoutError(
                     f"actor {a} (envs {lo}..{hi - 1}) did not come back within "
                     f"restart_timeout={self.restart_timeout} s",
@@ -480,63 +640,9 @@ class ActorPool(EngineVecEnv):
         self.restarts[a] += 1
         try:
             tag, info = ray.get(
-                self._resources.actors[a].describe.remote(), timeout=self.restart_timeout
+                self.resources.actors[a].describe.remote(), timeout=self.restart_timeout
             )
         except ray_exc.RayError:
             return
         if tag == "ok":
-            self.actor_info[a] = dict(info, actor=a, envs=self._ranges[a])
-
-    def _raise_env_errors(self, results: Dict[int, Tuple[str, Any]], what: str) -> None:
-        errs = [a for a in sorted(results) if results[a][0] == "error"]
-        if errs:
-            self._state = State.NEEDS_RESET
-            err = self._translate(errs[0], results[errs[0]][1], what)
-            if len(errs) > 1:
-                err.args = (f"{err.args[0]} (and actors {errs[1:]} failed too)",)
-            raise err
-
-    def _assemble(self, actors: Sequence[int], results: Dict[int, Tuple[str, Any]]):
-        """Concatenate the results of ``actors`` (in that order) into one batch.
-
-        Tags: ``"step"`` (a step result), ``"reset"`` (reward 0, not done) or
-        ``"restarted"`` (a reset after a restart: truncated, flagged in infos).
-        """
-        leaves_per, rews, terms, truncs = [], [], [], []
-        infos: List[Dict[str, Any]] = []
-        for a in actors:
-            tag, value = results[a]
-            lo, hi = self._ranges[a]
-            n = hi - lo
-            if tag == "step":
-                leaves, rew, term, trunc, sparse, resets = value
-                for i, info in resets.items():
-                    self.reset_infos[lo + i] = info
-                rews.append(rew)
-                terms.append(term)
-                truncs.append(trunc)
-                infos.extend(sparse.get(i, {}) for i in range(n))
-            else:
-                leaves, reset_infos = value
-                rews.append(np.zeros(n, np.float64))
-                terms.append(np.zeros(n, bool))
-                truncs.append(np.full(n, tag == "restarted"))
-                if tag == "restarted":
-                    infos.extend(dict(info, actor_restarted=True) for info in reset_infos)
-                else:
-                    infos.extend(reset_infos)
-            leaves_per.append(leaves)
-            self._last_leaves[a] = leaves  # for subset resets, which return every row
-        obs = self._unflatten_obs([np.concatenate(parts) for parts in zip(*leaves_per)])
-        rew = np.concatenate(rews).astype(np.float64, copy=False)
-        term = np.concatenate(terms).astype(bool, copy=False)
-        trunc = np.concatenate(truncs).astype(bool, copy=False)
-        return obs, rew, term, trunc, infos
-
-    @staticmethod
-    def _tagged(results: Dict[int, Tuple[str, Any]], kinds) -> Dict[int, Tuple[str, Any]]:
-        """Replace the ``"ok"`` tags by the kind of task each actor ran."""
-        return {
-            a: ((kinds[a] if isinstance(kinds, dict) else kinds), v) if tag == "ok" else (tag, v)
-            for a, (tag, v) in results.items()
-        }
+            self.actor_info[a] = dict(info, actor=a, envs=self.ranges[a])

@@ -8,14 +8,25 @@ per actor crosses the network per step. The parent submits one task per actor
 and then waits for all of them (lockstep) or for the first ones that finish
 (``send``/``recv``), so actors on different nodes step concurrently.
 
-Ray is an optional dependency (``pip install vecenv[ray]``); only this module
-and :mod:`vecenv._ray_actors` (the actor side, and :class:`ActorPool`, the base
-of RayVecEnv that starts the actors and turns their failures into vecenv
-errors) import it. RayVecEnv, like ShmemVecEnv, is an
-:class:`vecenv._engine.EngineVecEnv`. The idea of one vectorized env per remote worker
-comes from RLlib's ``EnvRunner`` groups and tianshou's ``RayVectorEnv`` (which
-hosts one env per actor); here the unit is an actor running a whole
-``ShmemVecEnv``, and Ray's actor restart is used to replace a dead actor.
+Ray is an optional dependency (``pip install vecenv[ray]``); only
+:mod:`vecenv._ray_actors` imports it, and importing this module without Ray
+raises the ImportError that says how to get it.
+
+RayVecEnv, like ShmemVecEnv, is an :class:`vecenv._engine.EngineVecEnv`: it
+keeps the state machine, the public verbs and the tasks in flight, and holds
+two parts as members, each owning its state:
+
+* ``self._actors``, an :class:`~vecenv._ray_actors.ActorPool`: plans and
+  starts the actors, submits their tasks, fetches results within the wait
+  limit it is given, turns Ray failures and error reports into vecenv
+  errors, and brings restarted actors back;
+* ``self._batch``, a :class:`_Batch`: the action buffers the steps are sent
+  from, and the batch assembled from the actors' results.
+
+The idea of one vectorized env per remote worker comes from RLlib's
+``EnvRunner`` groups and tianshou's ``RayVectorEnv`` (which hosts one env
+per actor); here the unit is an actor running a whole ``ShmemVecEnv``, and
+Ray's actor restart is used to replace a dead actor.
 
 Protocol invariants:
 
@@ -36,7 +47,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from vecenv._engine import State
+from vecenv._engine import EngineVecEnv, State
 from vecenv._layout import flatten_space, make_action_writer, make_unflattener
 from vecenv._options import (
     ENGINE_OPTIONS,
@@ -47,14 +58,7 @@ from vecenv._options import (
 )
 
 # Without Ray installed, this import raises the ImportError that says how to get it.
-from vecenv._ray_actors import (
-    _PLACEMENT_STRATEGIES,
-    ActorPool,
-    _release,
-    _Resources,
-    ray,
-    ray_exc,
-)
+from vecenv._ray_actors import _PLACEMENT_STRATEGIES, ActorPool, Result, _release, _Resources
 from vecenv.base import EnvFactory, Indices, check_batch_size, check_env_ids
 from vecenv.errors import (
     InvalidArgumentError,
@@ -62,6 +66,7 @@ from vecenv.errors import (
     SpaceError,
     StateError,
     VecEnvTimeoutError,
+    WorkerDiedError,
 )
 
 __all__ = ["RayVecEnv"]
@@ -71,8 +76,110 @@ _RESERVED_VEC_KEYS = ("batch_size", "copy", "autoreset_mode")  # of _options.ENG
 _LOCAL_KEYS = tuple(k for k in ENGINE_OPTIONS if k not in _RESERVED_VEC_KEYS)
 
 
+# ---------------------------------------------------------------- the batch
+def _tagged(results: Dict[int, Result], kinds: Union[str, Dict[int, str]]) -> Dict[int, Result]:
+    """Replace the ``"ok"`` tags by the kind of task each actor ran."""
+    return {
+        a: ((kinds[a] if isinstance(kinds, dict) else kinds), v) if tag == "ok" else (tag, v)
+        for a, (tag, v) in results.items()
+    }
+
+
+class _Batch:
+    """RayVecEnv's arrays (parent side): the action buffers that each
+    actor's step is sent from, and the batch built from the actors' results.
+
+    Parameters
+    ----------
+    ranges : list of (lo, hi)
+        The env range of each actor.
+    observation_space, action_space : gymnasium spaces
+        The envs' spaces.
+    """
+
+    def __init__(
+        self, ranges: List[Tuple[int, int]], observation_space: Any, action_space: Any
+    ) -> None:
+        self._ranges = ranges
+        num_envs = ranges[-1][1]
+        leaves = flatten_space(action_space, "action_space")
+        # One (num_envs, *shape) buffer per action leaf; Ray copies an actor's rows at submit.
+        self._act_bufs = [np.empty((num_envs, *leaf.shape), leaf.dtype) for leaf in leaves]
+        self._write_actions = make_action_writer(leaves, action_space)
+        self._unflatten_obs = make_unflattener(observation_space)
+        self._last_leaves: Dict[int, List[np.ndarray]] = {}  # actor -> last observation leaves
+
+    def write_actions(self, actions: Any, ids: Optional[np.ndarray] = None) -> None:
+        """Validate ``actions`` and copy them into the rows ``ids`` (None: all
+        num_envs rows). Raises InvalidArgumentError, writing nothing."""
+        self._write_actions(actions, self._act_bufs, ids)
+
+    def actions_of(self, a: int) -> List[np.ndarray]:
+        """Actor ``a``'s rows of each action buffer (views: Ray copies them at submit)."""
+        lo, hi = self._ranges[a]
+        return [buf[lo:hi] for buf in self._act_bufs]
+
+    def reset_batch(self, results: Dict[int, Result]) -> Tuple[Any, List[Dict[str, Any]]]:
+        """All num_envs rows after a reset of the actors in ``results``:
+        ``(observations, reset_infos)``. Actors not in ``results`` keep their
+        last observation, with ``{}`` as reset info."""
+        full = dict(results)
+        for a, (lo, hi) in enumerate(self._ranges):
+            if a not in full:
+                full[a] = ("reset", (self._last_leaves[a], [{} for _ in range(hi - lo)]))
+        # A reset has no step results, so no reset_infos to update: [].
+        obs, _, _, _, infos = self.assemble(range(len(self._ranges)), full, [])
+        return obs, infos
+
+    def assemble(
+        self,
+        actors: Sequence[int],
+        results: Dict[int, Result],
+        reset_infos: List[Dict[str, Any]],
+    ) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, List[Dict[str, Any]]]:
+        """Concatenate the results of ``actors`` (in that order) into one batch:
+        ``(observations, rewards, terminated, truncated, infos)``, new arrays
+        the caller owns.
+
+        Tags: ``"step"`` (a step result; for the envs it reset, sb3 autoreset,
+        it replaces their entry of ``reset_infos``, num_envs dicts), ``"reset"``
+        (reward 0, not done) or ``"restarted"`` (a reset after a restart:
+        truncated, flagged in infos).
+        """
+        leaves_per, rews, terms, truncs = [], [], [], []
+        infos: List[Dict[str, Any]] = []
+        for a in actors:
+            tag, value = results[a]
+            lo, hi = self._ranges[a]
+            n = hi - lo
+            if tag == "step":
+                leaves, rew, term, trunc, sparse, resets = value
+                for i, info in resets.items():
+                    reset_infos[lo + i] = info
+                rews.append(rew)
+                terms.append(term)
+                truncs.append(trunc)
+                infos.extend(sparse.get(i, {}) for i in range(n))
+            else:
+                leaves, env_reset_infos = value
+                rews.append(np.zeros(n, np.float64))
+                terms.append(np.zeros(n, bool))
+                truncs.append(np.full(n, tag == "restarted"))
+                if tag == "restarted":
+                    infos.extend(dict(info, actor_restarted=True) for info in env_reset_infos)
+                else:
+                    infos.extend(env_reset_infos)
+            leaves_per.append(leaves)
+            self._last_leaves[a] = leaves  # for subset resets, which return every row
+        obs = self._unflatten_obs([np.concatenate(parts) for parts in zip(*leaves_per)])
+        rew = np.concatenate(rews).astype(np.float64, copy=False)
+        term = np.concatenate(terms).astype(bool, copy=False)
+        trunc = np.concatenate(truncs).astype(bool, copy=False)
+        return obs, rew, term, trunc, infos
+
+
 # ---------------------------------------------------------------- parent side
-class RayVecEnv(ActorPool):
+class RayVecEnv(EngineVecEnv):
     """Step ``num_envs`` gymnasium envs in Ray actors, each hosting a
     :class:`~vecenv.ShmemVecEnv` of its share of the envs.
 
@@ -184,21 +291,15 @@ class RayVecEnv(ActorPool):
         self._finalizer = weakref.finalize(self, _release, self._resources)
         env_fns = check_env_fns(env_fns)
         num_envs = len(env_fns)
-        if not ray.is_initialized():
+        if not ActorPool.ray_is_running():
             raise StateError(
                 "RayVecEnv needs a running Ray: call ray.init(address=...) with your "
                 "cluster's address first (RayVecEnv never starts or joins a cluster)"
             )
         if num_actors is None and envs_per_actor is None:
-            num_actors = max(
-                1,
-                sum(
-                    1
-                    for n in ray.nodes()
-                    if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0
-                ),
-            )
-        self._ranges = self._plan(num_envs, num_actors, envs_per_actor)
+            num_actors = ActorPool.default_num_actors()
+        # Also the pool's: the ranges never change.
+        self._ranges = ActorPool.plan(num_envs, num_actors, envs_per_actor)
         n_act = len(self._ranges)
         sizes = {hi - lo for lo, hi in self._ranges}
         batch_size = check_batch_size(batch_size, num_envs)
@@ -240,37 +341,32 @@ class RayVecEnv(ActorPool):
         vec_kwargs = EngineOptions.from_kwargs(
             vec_kwargs, caller="RayVecEnv(vec_kwargs=...)", allowed=_LOCAL_KEYS
         ).changed()
-        opts = self._actor_options(actor_options, n_act, placement_strategy)
+        opts = ActorPool.actor_options(actor_options, n_act, placement_strategy)
 
         self.batch_size = int(batch_size)
         self.timeout = timeout
-        self.max_restarts = int(max_restarts)
-        self.restart_timeout = float(restart_timeout)
         self.autoreset_mode = autoreset_mode
         self.placement_strategy = placement_strategy
-        self.restarts = [0] * n_act
-        self._actor_size = max(sizes)
-        self._env_actor = np.repeat(np.arange(n_act), [hi - lo for lo, hi in self._ranges])
-        self._dead: Dict[int, str] = {}  # actor -> why, for actors that cannot come back
+        self._actors = ActorPool(
+            self._resources, self._ranges, int(max_restarts), float(restart_timeout)
+        )
+        # The state machine's data: the tasks in flight and what a reset returns.
         self._pending: Dict[int, Tuple[str, Any]] = {}  # actor -> (kind, ObjectRef)
+        self._reset_refs: Dict[int, Any] = {}  # actor -> ref of a reset_async
         self._seeds: List[Optional[int]] = [None] * num_envs
         self._options: Dict[int, Any] = {}
-        self._reset_refs: Dict[int, Any] = {}  # actor -> ref of a reset_async
-        self._last_leaves: Dict[int, List[np.ndarray]] = {}  # actor -> last observation leaves
         self.reset_infos: List[Dict[str, Any]] = [{} for _ in range(num_envs)]
         try:
-            self._start(
+            self._actors.start(
                 env_fns, opts, vec_kwargs, autoreset_mode, placement_strategy, start_timeout
             )
         except BaseException:
             self._resources.shutdown(timeout=1.0)
             self._finalizer.detach()
             raise
-        obs_space, act_space = (
-            self.actor_info[0]["observation_space"],
-            self.actor_info[0]["action_space"],
-        )
-        for a, info in enumerate(self.actor_info):
+        actor_info = self._actors.actor_info
+        obs_space, act_space = actor_info[0]["observation_space"], actor_info[0]["action_space"]
+        for a, info in enumerate(actor_info):
             if (info["observation_space"], info["action_space"]) != (obs_space, act_space):
                 self.close()
                 raise SpaceError(
@@ -280,20 +376,70 @@ class RayVecEnv(ActorPool):
                 )
         self._check_given_spaces(spaces, obs_space, act_space)
         super().__init__(num_envs, obs_space, act_space)
-        self.metadata = self.actor_info[0]["metadata"]
-        leaves = flatten_space(act_space, "action_space")
-        self._act_bufs = [np.empty((num_envs, *leaf.shape), leaf.dtype) for leaf in leaves]
-        self._write_actions = make_action_writer(leaves, act_space)
-        self._unflatten_obs = make_unflattener(obs_space)
+        self.metadata = actor_info[0]["metadata"]
+        self._batch = _Batch(self._ranges, obs_space, act_space)
         self._state = State.NEEDS_RESET
 
-    # ------------------------------------------------------------ construction
+    # ------------------------------------------------------------ the pool's state
+    @property
+    def actor_info(self) -> List[Dict[str, Any]]:
+        """One dict per actor, in actor order: ``actor``, ``envs`` (the env
+        range ``(lo, hi)``), ``node_id``, ``node_ip``, ``pid``,
+        ``worker_pids``, ``restarted``; refreshed after a restart."""
+        return self._actors.actor_info
+
+    @property
+    def restarts(self) -> List[int]:
+        """Restarts seen per actor."""
+        return self._actors.restarts
+
+    @property
+    def max_restarts(self) -> int:
+        """Ray's ``max_restarts`` of every actor (0: a dead actor is an error; -1: no limit)."""
+        return self._actors.max_restarts
+
+    @property
+    def restart_timeout(self) -> float:
+        """Seconds to wait for a restarted actor to reset its envs. Settable."""
+        return self._actors.restart_timeout
+
+    @restart_timeout.setter
+    def restart_timeout(self, seconds: float) -> None:
+        check_seconds("restart_timeout", seconds, allow_none=False)
+        self._actors.restart_timeout = float(seconds)
+
+    # ------------------------------------------------------------ waits
+    def _wait_limit(self) -> Optional[float]:
+        """Seconds the next wait may take: limit_waits()'s, else ``timeout``."""
+        return self.timeout if self._wait_timeout is None else self._wait_timeout
+
+    def _get(self, refs: Dict[int, Any], what: str) -> Dict[int, Result]:
+        """The pool's :meth:`~vecenv._ray_actors.ActorPool.get` within the
+        wait limit; a dead actor leaves the vec env needing a reset."""
+        try:
+            return self._actors.get(refs, what, self._wait_limit())
+        except WorkerDiedError:
+            self._state = State.NEEDS_RESET
+            raise
+
     def _drain(self) -> None:
         """Wait for the tasks in flight and drop their results (before a reset)."""
         refs = {a: ref for a, (_, ref) in self._pending.items()}
         self._pending.clear()
         if refs:
             self._get(refs, "a step (draining before reset)")
+
+    # ------------------------------------------------------------ results
+    def _raise_env_errors(self, results: Dict[int, Result], what: str) -> None:
+        """Raise the first actor's env error in ``results`` (naming the others
+        that failed too), leaving the vec env needing a reset."""
+        errs = [a for a in sorted(results) if results[a][0] == "error"]
+        if errs:
+            self._state = State.NEEDS_RESET
+            err = self._actors.translate(errs[0], results[errs[0]][1], what)
+            if len(errs) > 1:
+                err.args = (f"{err.args[0]} (and actors {errs[1:]} failed too)",)
+            raise err
 
     def reset_async(self, env_ids=None) -> None:
         """:meth:`ShmemVecEnv.reset_async <vecenv.ShmemVecEnv.reset_async>` over
@@ -314,14 +460,14 @@ class RayVecEnv(ActorPool):
         else:
             local_ids: Dict[int, List[int]] = {}
             for i in ids.tolist():
-                a = int(self._env_actor[i])
+                a = int(self._actors.env_actor[i])
                 local_ids.setdefault(a, []).append(i - self._ranges[a][0])
             by_actor = {a: local for a, local in local_ids.items()}
             if self._state is State.NEEDS_RESET and len(by_actor) < len(self._ranges):
                 raise StateError(
                     "reset_async(env_ids=...) needs every env reset once: call reset() first"
                 )
-        self._check_alive(list(by_actor), "reset_async()")
+        self._actors.check_alive(list(by_actor), "reset_async()")
         if self._state is State.RUNNING:
             self._drain()
         refs = {}
@@ -331,7 +477,7 @@ class RayVecEnv(ActorPool):
             if all(x is None for x in self._seeds[lo:hi]):
                 seeds = None
             opts = [self._options.get(i) for i in range(lo, hi)] if self._options else None
-            refs[a] = self._resources.actors[a].reset.remote(seeds, opts, local)
+            refs[a] = self._actors.submit_reset(a, seeds, opts, local)
         self._seeds = [None] * self.num_envs
         self._options = {}
         self._pending.clear()
@@ -365,7 +511,7 @@ class RayVecEnv(ActorPool):
             self._guard("reset_wait", State.RESET_PENDING)
         refs = self._reset_refs
         try:
-            results = self._tagged(self._get(refs, "reset"), "reset")
+            results = _tagged(self._get(refs, "reset"), "reset")
         except VecEnvTimeoutError:
             raise
         except BaseException:
@@ -374,21 +520,15 @@ class RayVecEnv(ActorPool):
             raise
         self._reset_refs = {}
         self._raise_env_errors(results, "resetting")
-        for a, (lo, hi) in enumerate(self._ranges):
-            if a not in results:  # not reset: its last observation, no reset info
-                results[a] = ("reset", (self._last_leaves[a], [{} for _ in range(hi - lo)]))
-        obs, _, _, _, infos = self._assemble(range(len(self._ranges)), results)
-        self.reset_infos = infos
+        obs, self.reset_infos = self._batch.reset_batch(results)
         self._state = State.IDLE
         return obs
 
     def _submit_steps(self, actors: Sequence[int]) -> None:
         """Send each actor in ``actors`` its rows of the action buffers."""
         for a in actors:
-            lo, hi = self._ranges[a]
             # Ray serializes the arguments here, so the buffers can be reused.
-            ref = self._resources.actors[a].step.remote([buf[lo:hi] for buf in self._act_bufs])
-            self._pending[a] = ("step", ref)
+            self._pending[a] = ("step", self._actors.submit_step(a, self._batch.actions_of(a)))
 
     def step_async(self, actions) -> None:
         """Start a step of every env: one task per actor, all submitted before
@@ -410,14 +550,14 @@ class RayVecEnv(ActorPool):
             uses batch_size < num_envs (use send/recv).
         """
         self._check_step_async()
-        self._write_actions(actions, self._act_bufs)
+        self._batch.write_actions(actions)
         self._submit_steps(range(len(self._ranges)))
         self._state = State.STEP_PENDING
 
     def _step_results(self):
         refs = {a: ref for a, (_, ref) in self._pending.items()}
         try:
-            results = self._tagged(self._get(refs, "step"), "step")
+            results = _tagged(self._get(refs, "step"), "step")
         except VecEnvTimeoutError:
             raise  # the step stays pending: step_wait() again waits for it
         except BaseException:
@@ -426,7 +566,7 @@ class RayVecEnv(ActorPool):
             raise
         self._pending.clear()
         self._raise_env_errors(results, "stepping")
-        out = self._assemble(range(len(self._ranges)), results)
+        out = self._batch.assemble(range(len(self._ranges)), results, self.reset_infos)
         self._state = State.IDLE
         return out
 
@@ -487,7 +627,7 @@ class RayVecEnv(ActorPool):
         """
         self._guard("send", State.IDLE, State.RUNNING)
         ids = check_env_ids(env_ids, self.num_envs)
-        actors = sorted({int(a) for a in self._env_actor[ids]})
+        actors = sorted({int(a) for a in self._actors.env_actor[ids]})
         for a in actors:
             lo, hi = self._ranges[a]
             if int(np.count_nonzero((ids >= lo) & (ids < hi))) != hi - lo:
@@ -502,8 +642,8 @@ class RayVecEnv(ActorPool):
             raise InvalidArgumentError(
                 f"env_ids {env_busy} are still in flight: recv() them before sending again"
             )
-        self._check_alive(actors, "send()")
-        self._write_actions(actions, self._act_bufs, ids)
+        self._actors.check_alive(actors, "send()")
+        self._batch.write_actions(actions, ids)
         self._submit_steps(actors)
         self._state = State.RUNNING
 
@@ -527,17 +667,18 @@ class RayVecEnv(ActorPool):
         WorkerError, WorkerDiedError, VecEnvTimeoutError
         """
         self._guard("recv", State.RUNNING)
-        k = self.batch_size // self._actor_size
+        actor_size = self._actors.actor_size
+        k = self.batch_size // actor_size
         if len(self._pending) < k:
             raise StateError(
                 f"recv() needs batch_size={self.batch_size} envs in flight but only "
-                f"{len(self._pending) * self._actor_size} are: send() actions for the env_ids "
+                f"{len(self._pending) * actor_size} are: send() actions for the env_ids "
                 "of the last recv() first"
             )
         order = list(self._pending)  # submission order: the oldest first
         refs = [self._pending[a][1] for a in order]
-        limit = self.timeout if self._wait_timeout is None else self._wait_timeout
-        ready, _ = ray.wait(refs, num_returns=k, timeout=limit, fetch_local=True)
+        limit = self._wait_limit()
+        ready = self._actors.wait_first(refs, k, limit)
         if len(ready) < k:
             ready_set = set(ready)
             late = [
@@ -558,9 +699,9 @@ class RayVecEnv(ActorPool):
         refs_ready = {a: self._pending.pop(a)[1] for a in actors}
         if not self._pending:
             self._state = State.IDLE
-        results = self._tagged(self._get(refs_ready, "step"), kinds)
+        results = _tagged(self._get(refs_ready, "step"), kinds)
         self._raise_env_errors(results, "stepping")
-        obs, rew, term, trunc, infos = self._assemble(actors, results)
+        obs, rew, term, trunc, infos = self._batch.assemble(actors, results, self.reset_infos)
         ids = np.concatenate([np.arange(*self._ranges[a], dtype=np.int64) for a in actors])
         return obs, rew, term | trunc, infos, ids
 
@@ -572,13 +713,13 @@ class RayVecEnv(ActorPool):
         ids = self._indices(indices)
         by_actor: Dict[int, List[int]] = {}
         for i in ids:
-            by_actor.setdefault(int(self._env_actor[i]), []).append(i)
-        self._check_alive(list(by_actor), f"{what}({name!r})")
+            by_actor.setdefault(int(self._actors.env_actor[i]), []).append(i)
+        self._actors.check_alive(list(by_actor), f"{what}({name!r})")
         refs = {}
         for a, aids in by_actor.items():
             lo = self._ranges[a][0]
             local = [i - lo for i in aids]
-            refs[a] = self._resources.actors[a].call.remote(what, name, args, kwargs, local)
+            refs[a] = self._actors.submit_call(a, what, name, args, kwargs, local)
         return {"what": f"{what}({name!r})", "ids": ids, "by_actor": by_actor, "refs": refs}
 
     def _call_finish(self, pending) -> List[Any]:
@@ -586,17 +727,15 @@ class RayVecEnv(ActorPool):
         indices. After a timeout, calling it again with the same ``pending``
         waits again."""
         what, by_actor = pending["what"], pending["by_actor"]
-        out, failed = self._fetch(pending["refs"], what)
-        if failed:
+        try:
+            out = self._actors.get_calls(pending["refs"], what, self._wait_limit())
+        except WorkerDiedError:
             # A restarted actor has fresh envs: the caller must reset.
-            err = self._died(list(failed), what, next(iter(failed.values())))
-            for a, exc in failed.items():
-                if self.max_restarts != 0 and not isinstance(exc, ray_exc.ActorDiedError):
-                    self._dead.pop(a, None)  # Ray brings it back: reset() resets its envs
-            raise err
+            self._state = State.NEEDS_RESET
+            raise
         errs = [a for a in sorted(out) if out[a][0] == "error"]
-        if errs:
-            raise self._translate(errs[0], out[errs[0]][1], what)
+        if errs:  # an env's call raised (the state does not change)
+            raise self._actors.translate(errs[0], out[errs[0]][1], what)
         results: Dict[int, Any] = {}
         for a, aids in by_actor.items():
             for i, value in zip(aids, out[a][1]):
@@ -609,3 +748,4 @@ class RayVecEnv(ActorPool):
     def _forget_views(self) -> None:
         """At close: forget the tasks in flight (the actors are killed next)."""
         self._pending.clear()
+        self._reset_refs = {}
