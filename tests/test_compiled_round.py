@@ -746,3 +746,20 @@ def test_an_unpicklable_info_is_reported_the_same_way(mode):
             assert statuses(side).tolist() == [0, _core.STATUS_ERROR, 0]
     finally:
         loop.release()
+
+
+class GlobalRandomEnv(PlainEnv):
+    """Draws its observations and rewards from the global ``np.random`` and
+    ``random`` generators, which the worker reseeds from a round's first seed."""
+
+    def step(self, action):
+        import random
+
+        obs, _, terminated, truncated, info = super().step(action)
+        obs[1] = np.random.random()  # noqa: NPY002 - the global state is the point
+        return obs, random.random(), terminated, truncated, info
+
+
+@pytest.mark.parametrize("mode", ["sb3", "next_step"])
+def test_a_seeded_reset_reseeds_the_global_generators_the_same_way(mode):
+    compare(lambda: [GlobalRandomEnv(e) for e in range(3)], mode, seed=11, rounds=10)
