@@ -3,10 +3,10 @@
 # (those of ControlRegion) directly.
 #
 # Runs in the worker (or in the process hosting an in-process loop). One
-# WorkerRound belongs to one vecenv._worker._Loop and does what the loop's
-# Python round (_Loop._run_round_py) does, in the same order and with the same
-# side effects, for the cases it can prove identical; every other env-step goes
-# through the loop's own Python methods:
+# WorkerRound belongs to one vecenv._worker._Loop and is its only round: per
+# env it does what the loop's Python methods do, in the same order and with the
+# same side effects, for the cases it can prove identical; every other
+# env-step is handed to those methods (the one fallback):
 #
 #   whole env-step in Python (_Loop._step): a pipe action for the env, pickled
 #     actions or pickled observation leaves in the layout;
@@ -20,10 +20,13 @@
 #     (error_payload), and a round with any info or error (_Loop._publish_round:
 #     pickling, publish, the round message).
 #
-# Protocol: as the Python round. The worker slot's activity words (+32 env+1,
-# +36 activity) name the env being run; its rows, status and ticket are
-# written before the ready bytes, which come before the published count and the
-# doorbell (see WorkerControl.publish).
+# Its plain-Python reference, which the tests compare it against in every
+# autoreset mode, is tests/reference.py (WorkerRoundReference).
+#
+# Protocol: the worker slot's activity words (+32 env+1, +36 activity) name the
+# env being run; its rows, status and ticket are written before the ready
+# bytes, which come before the published count and the doorbell (see
+# WorkerControl.publish).
 
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_AsDouble, PyFloat_CheckExact
 from cpython.long cimport PyLong_Check
@@ -62,8 +65,10 @@ _MODES = {"sb3": _MODE_SB3, "next_step": _MODE_NEXT_STEP, "same_step": _MODE_SAM
 cdef class WorkerRound:
     """One worker round (step and reset ops of the worker's envs) in compiled code.
 
-    Built by ``vecenv._worker._Loop`` from itself; its results equal the loop's
-    Python round (observation rows, rewards, flags, statuses, infos, errors).
+    Built by ``vecenv._worker._Loop`` from itself; what it writes (observation
+    rows, rewards, flags, statuses, infos, errors) equals what the loop's
+    Python methods would write for the same env-steps, to which it hands every
+    case it cannot prove identical.
 
     Parameters
     ----------

@@ -1,16 +1,18 @@
-"""The worker round in compiled code (csrc/_round.pxi, issue 16) gives exactly
-what the Python round gives.
+"""The worker round (csrc/_round.pxi, ``vecenv._core.WorkerRound``) gives
+exactly what its plain-Python reference (``tests/reference.py``,
+``WorkerRoundReference``) gives.
 
-Most tests run a worker loop (``vecenv._worker._Loop``) in this process over a
-real shared block, with a fake pipe that records the round messages, twice:
-once with the compiled round and once with the Python one
-(``_Loop._run_round_py``), on identical envs driven by the same script of
-actions, resets, pipe actions and partial rounds. After every round they
+Most tests run a worker loop (``vecenv._worker._Loop``, whose every round is
+the compiled one) in this process over a real shared block, with a fake pipe
+that records the round messages, and the reference over a block of the same
+layout, on identical envs driven by the same script of actions, resets, pipe
+actions and partial rounds, in every autoreset mode. After every round they
 compare everything a parent could read: observation and final-observation
 rows, rewards, flags, statuses, the round message (infos, reset infos, pickled
 leaves, error reports without their traceback), the autoreset state, the
 worker slot's activity, and every action the envs received (type, dtype,
-value). A few tests run whole vec envs with ``VECENV_PY_ROUND=1`` and without.
+value). A few tests run whole vec envs (``ShmemVecEnv``, the SB3 drop-in) and
+compare their trajectories with the reference driven the same way.
 """
 
 from __future__ import annotations
@@ -26,19 +28,15 @@ import pytest
 from gymnasium import spaces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import WorkerRoundReference
 
 import vecenv
 from vecenv import _core, _layout, _worker
+from vecenv._protocol import Msg
 
 pytestmark = pytest.mark.timeout(60)
 
 STEP, RESET = _core.OP_STEP, _core.OP_RESET
-
-
-@pytest.fixture(autouse=True)
-def _compiled_round_on(monkeypatch):
-    """Loops built here get the compiled round even under VECENV_PY_ROUND=1."""
-    monkeypatch.delenv("VECENV_PY_ROUND", raising=False)
 
 
 def canon(x):
@@ -56,8 +54,8 @@ def canon(x):
 
 class ScriptEnv(gym.Env):
     """An env whose every return value is drawn from its own generator: the
-    observation (as sampled, a reused array, non-contiguous, a list, or the
-    wrong dtype), the reward type, the flag types, a list instead of a tuple,
+    observation (as sampled, a reused array, non-contiguous, a list, the wrong
+    dtype or the wrong shape), the reward type, the flag types, a list instead of a tuple,
     infos on some steps and resets, and optionally an error at one step."""
 
     def __init__(self, obs_space, act_space, env_id, knobs):
@@ -77,7 +75,8 @@ class ScriptEnv(gym.Env):
         if not isinstance(x, np.ndarray) or x.ndim == 0:
             return x
         kind = self.rng.choice(
-            ["plain", "reused", "noncontig", "list", "wrongdtype"], p=self.k["obs_p"]
+            ["plain", "reused", "noncontig", "list", "wrongdtype", "wrongshape"],
+            p=self.k["obs_p"],
         )
         if kind == "reused":  # the env's own array, overwritten by its next call
             if self.buf is None or self.buf.shape != x.shape:
@@ -90,6 +89,8 @@ class ScriptEnv(gym.Env):
             return x.tolist()
         if kind == "wrongdtype":
             return x.astype(np.float64 if x.dtype != np.float64 else np.float32)
+        if kind == "wrongshape":  # the right dtype with a leading axis of 1
+            return x[np.newaxis]
         return x
 
     def reset(self, *, seed=None, options=None):
@@ -140,7 +141,7 @@ class ScriptEnv(gym.Env):
 
 
 KNOBS = {
-    "obs_p": [0.8, 0.05, 0.05, 0.05, 0.05],
+    "obs_p": [0.8, 0.04, 0.04, 0.04, 0.04, 0.04],
     "rewards": ["float", "float", "f32", "f64", "int", "bool", "i64"],
     "flags": ["bool", "bool", "np", "int"],
     "info_p": 0.2,
@@ -189,12 +190,17 @@ class CountingLoop(_worker._Loop):
         return super()._publish_round(*args)
 
 
-def make_loop(envs, mode, compiled, check_rewards=False, pickled=False):
-    n = len(envs)
+def _layout_for(envs, mode, pickled):
     obs_space, act_space = envs[0].observation_space, envs[0].action_space
-    layout = _layout.BlockLayout.build(
-        obs_space, act_space, n, 1, final_obs=mode == "sb3", pickled=pickled
+    return _layout.BlockLayout.build(
+        obs_space, act_space, len(envs), 1, final_obs=mode == "sb3", pickled=pickled
     )
+
+
+def make_loop(envs, mode, check_rewards=False, pickled=False):
+    """A worker loop hosting ``envs`` as worker 0 of one, over a fresh shared block."""
+    n = len(envs)
+    layout = _layout_for(envs, mode, pickled)
     fd = os.memfd_create("vecenv-test-round", os.MFD_CLOEXEC)
     try:
         os.ftruncate(fd, layout.nbytes)
@@ -213,21 +219,67 @@ def make_loop(envs, mode, compiled, check_rewards=False, pickled=False):
         check_rewards=check_rewards,
     )
     loop = CountingLoop(spec, FakeConn(), None, envs, block, layout)
-    assert loop.compiled is not None
-    if not compiled:
-        loop.compiled.close()
-        loop.compiled = None
+    assert isinstance(loop.round, _core.WorkerRound) and not loop.round.closed
     return loop
 
 
-def snapshot(loop, ops, seen):
-    acts, obs, rew, term, trunc, final = loop._views
-    _, status, _, _ = loop.ctrl.arrays()
+def make_reference(envs, mode, check_rewards=False, pickled=False):
+    """The reference round over a zeroed block of the loop's layout."""
+    layout = _layout_for(envs, mode, pickled)
+    block = np.zeros(layout.nbytes, np.uint8)
+    views = (*layout.views(block), layout.final_views(block))
+    return WorkerRoundReference(envs, layout, views, mode, check_rewards=check_rewards)
+
+
+# What a parent reads from either side: the library's loop or the reference.
+def views(side):
+    """``(actions, observations, rewards, terminated, truncated, final)``."""
+    return side.views if isinstance(side, WorkerRoundReference) else side._views
+
+
+def statuses(side):
+    return side.status if isinstance(side, WorkerRoundReference) else side.ctrl.arrays()[1]
+
+
+def messages(side):
+    """Every round message so far, as ``(infos, errors)``."""
+    if isinstance(side, WorkerRoundReference):
+        return side.messages
+    out = []
+    for _, (kind, infos, errors) in side.conn.bodies:
+        assert kind == Msg.ROUND
+        out.append((infos, errors))
+    return out
+
+
+def activity(side):
+    """The worker slot: ``(env, activity)``, ``(-1, 0)`` between env calls."""
+    if isinstance(side, WorkerRoundReference):
+        return side.slot
+    return tuple(side.ctrl.activity(0))
+
+
+def _check_tickets(loop, ops, seen):
+    """The loop published the round's envs under one ticket, which its round
+    message (if any) carries."""
+    tickets = loop.ctrl.arrays()[3]
+    round_tickets = {int(tickets[i]) for i, _ in ops}
+    assert len(round_tickets) <= 1, f"one round, several tickets: {round_tickets}"
+    for ticket, _ in loop.conn.bodies[seen:]:
+        assert round_tickets == {ticket}
+
+
+def snapshot(side, ops, seen):
+    if not isinstance(side, WorkerRoundReference):
+        _check_tickets(side, ops, seen)
+    acts, obs, rew, term, trunc, final = views(side)
+    status = statuses(side)
     bodies = []
-    for ticket, (kind, infos, errors) in loop.conn.bodies[seen:]:
+    for infos, errors in messages(side)[seen:]:
         # The reports without their tracebacks (which name source lines).
+        assert all(e.traceback.startswith("Traceback") for e in errors.values())
         errs = {i: dataclasses.replace(e, traceback="") for i, e in errors.items()}
-        bodies.append((ticket, int(kind), canon(infos), errs))
+        bodies.append((canon(infos), errs))
     return repr(
         (
             [canon(o) for o in obs],
@@ -237,31 +289,31 @@ def snapshot(loop, ops, seen):
             trunc.tolist(),
             [int(status[i]) for i, _ in ops],
             bodies,
-            list(loop.needs_reset),
-            loop.ctrl.activity(0),
-            [canon(env.received) for env in loop.envs],
-            dict(loop.pipe_actions),
+            list(side.needs_reset),
+            activity(side),
+            [canon(env.received) for env in side.envs],
+            dict(side.pipe_actions),
         )
     )
 
 
-def drive(loop, seed, rounds):
-    """Run ``rounds`` rounds chosen by ``seed`` (never by the loop's results);
+def drive(side, seed, rounds):
+    """Run ``rounds`` rounds chosen by ``seed`` (never by the side's results);
     return one snapshot per round."""
     rng = np.random.default_rng(seed)
-    n = len(loop.envs)
-    act_space = loop.envs[0].action_space
+    n = len(side.envs)
+    act_space = side.envs[0].action_space
     act_space.seed(seed)
-    acts = loop._views[0]
+    acts = views(side)[0]
     write = None
-    if not loop.layout.actions_pickled:
-        write = _layout.make_action_writer(loop.layout.action_leaves, act_space)
+    if not side.layout.actions_pickled:
+        write = _layout.make_action_writer(side.layout.action_leaves, act_space)
     out = []
-    loop.reset_kwargs.update({i: {"seed": seed + i} for i in range(n)})
-    loop.run_round([(i, RESET) for i in range(n)])
-    out.append(snapshot(loop, [(i, RESET) for i in range(n)], 0))
+    side.reset_kwargs.update({i: {"seed": seed + i} for i in range(n)})
+    side.run_round([(i, RESET) for i in range(n)])
+    out.append(snapshot(side, [(i, RESET) for i in range(n)], 0))
     for _ in range(rounds):
-        seen = len(loop.conn.bodies)
+        seen = len(messages(side))
         per_env = [act_space.sample() for _ in range(n)]
         if write is not None:
             write(_layout.stack_actions(act_space, per_env), acts)
@@ -279,27 +331,29 @@ def drive(loop, seed, rounds):
                     if rng.random() < 0.5
                     else {}
                 )
-                loop.reset_kwargs[i] = kw
+                side.reset_kwargs[i] = kw
                 ops.append((i, RESET))
                 continue
             if write is None or rng.random() < 0.1:
-                loop.pipe_actions[i] = per_env[i]
+                side.pipe_actions[i] = per_env[i]
             ops.append((i, STEP))
-        loop.run_round(ops)
-        out.append(snapshot(loop, ops, seen))
+        side.run_round(ops)
+        out.append(snapshot(side, ops, seen))
     return out
 
 
 def compare(make_envs, mode, seed=0, rounds=30, **kw):
-    loops = [make_loop(make_envs(), mode, compiled, **kw) for compiled in (True, False)]
+    """Drive the library's loop and the reference the same way; every round's
+    snapshot must be equal. Returns the loop's fallback call counts."""
+    loop = make_loop(make_envs(), mode, **kw)
     try:
-        got, want = (drive(loop, seed, rounds) for loop in loops)
+        got = drive(loop, seed, rounds)
+        want = drive(make_reference(make_envs(), mode, **kw), seed, rounds)
         for r, (g, w) in enumerate(zip(got, want)):
-            assert g == w, f"round {r} differs:\ncompiled {g}\npython   {w}"
-        return loops[0].calls
+            assert g == w, f"round {r} differs:\ncompiled  {g}\nreference {w}"
+        return loop.calls
     finally:
-        for loop in loops:
-            loop.release()
+        loop.release()
 
 
 BOX_F32 = spaces.Box(-2.0, 2.0, (4,), np.float32)
@@ -365,7 +419,7 @@ def _envs(name, n=5, knobs=KNOBS):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", list(SPACES))
-def test_same_trajectories_as_the_python_round(name, mode):
+def test_same_trajectories_as_the_reference(name, mode):
     compare(_envs(name), mode, seed=len(name), pickled=SPACES[name][2])
 
 
@@ -387,7 +441,7 @@ def test_same_trajectories_for_random_scripts(
     knobs = dict(
         KNOBS,
         info_p=info_p,
-        obs_p=[1 - 4 * odd / 4, odd / 4, odd / 4, odd / 4, odd / 4],
+        obs_p=[1 - odd] + [odd / 5] * 5,
         list_p=odd / 2,
         rewards=["float", "f32", "f64", "int", "bool", "i64", "nan", "bigint"]
         + ["huge"] * (odd > 0),
@@ -435,17 +489,17 @@ class PlainEnv(gym.Env):
         return self.obs, 0.5 * self.t, self.t >= self.length, False, {}
 
 
-def _run_steps(loop, rounds, n):
-    acts = loop._views[0][0]
-    loop.run_round([(i, RESET) for i in range(n)])
+def _run_steps(side, rounds, n):
+    acts = views(side)[0][0]
+    side.run_round([(i, RESET) for i in range(n)])
     for _ in range(rounds):
         acts[:n] = np.arange(n) % 3
-        loop.run_round([(i, STEP) for i in range(n)])
+        side.run_round([(i, STEP) for i in range(n)])
 
 
 @pytest.mark.parametrize("mode", ["sb3", "next_step", "disabled"])
 def test_common_steps_never_call_python(mode):
-    loop = make_loop([PlainEnv(e, length=3 + e) for e in range(4)], mode, compiled=True)
+    loop = make_loop([PlainEnv(e, length=3 + e) for e in range(4)], mode)
     try:
         _run_steps(loop, 12, 4)  # every env ends at least two episodes
         assert loop.calls["_step"] == loop.calls["_finish_step"] == 0
@@ -456,7 +510,7 @@ def test_common_steps_never_call_python(mode):
 
 
 def test_the_fallbacks_are_taken_where_the_fast_path_does_not_apply():
-    loop = make_loop([PlainEnv(e) for e in range(2)], "same_step", compiled=True)
+    loop = make_loop([PlainEnv(e) for e in range(2)], "same_step")
     try:
         _run_steps(loop, 3, 2)  # both episodes end at step 3: same_step goes to Python
         assert loop.calls["_step"] == 0 and loop.calls["_finish_step"] == 2
@@ -472,32 +526,35 @@ def test_an_error_in_the_middle_of_a_round_names_its_env(mode):
     def envs():
         return [PlainEnv(0), PlainEnv(1, fail_step=2), PlainEnv(2), PlainEnv(3, fail_reset=2)]
 
-    for compiled in (True, False):
-        loop = make_loop(envs(), mode, compiled)
-        try:
-            _run_steps(loop, 2, 4)  # env 1 fails in its second step
-            ticket, (_, infos, errors) = loop.conn.bodies[-1]
+    # The same assertions hold for the library's round and for the reference.
+    loop = make_loop(envs(), mode)
+    try:
+        for side in (loop, make_reference(envs(), mode)):
+            _run_steps(side, 2, 4)  # env 1 fails in its second step
+            infos, errors = messages(side)[-1]
             assert list(errors) == [1] and infos == {}
             assert errors[1].env_index == 1 and errors[1].where == "step"
             assert errors[1].exc_type == "builtins.RuntimeError"
             assert errors[1].message == "env 1 step 2"
-            obs, rew = loop._views[1][0], loop._views[2]
+            obs, rew = views(side)[1][0], views(side)[2]
             assert obs[0].tolist() == [0, 2, 1, 0] and obs[2].tolist() == [2, 2, 1, 2]
             assert rew.tolist()[:3:2] == [1.0, 1.0]
-            _, status, _, tickets = loop.ctrl.arrays()
+            status = statuses(side)
             assert status.tolist() == [0, _core.STATUS_ERROR, 0, 0]
-            assert tickets.tolist() == [ticket] * 4
-            assert loop.ctrl.activity(0) == (-1, 0)
-            loop.run_round([(i, STEP) for i in range(4)])  # every episode ends at step 3
+            if side is loop:
+                ticket, _ = loop.conn.bodies[-1]
+                assert loop.ctrl.arrays()[3].tolist() == [ticket] * 4
+            assert activity(side) == (-1, 0)
+            side.run_round([(i, STEP) for i in range(4)])  # every episode ends at step 3
             if mode in ("sb3", "same_step"):  # env 3's automatic reset fails
-                _, (_, infos, errors) = loop.conn.bodies[-1]
+                infos, errors = messages(side)[-1]
                 assert list(errors) == [3] and errors[3].exc_type == "builtins.KeyError"
                 assert errors[3].env_index == 3 and errors[3].where == "step"
                 info = _core.STATUS_INFO if mode == "same_step" else _core.STATUS_OK
                 assert status.tolist() == [info, info, info, _core.STATUS_ERROR]
-            assert loop.ctrl.activity(0) == (-1, 0)
-        finally:
-            loop.release()
+            assert activity(side) == (-1, 0)
+    finally:
+        loop.release()
     compare(envs, mode)
 
 
@@ -507,21 +564,24 @@ def test_reset_infos_and_final_observations_match(mode):
 
 
 def test_closed_round_refuses_to_run():
-    loop = make_loop([PlainEnv()], "sb3", compiled=True)
+    loop = make_loop([PlainEnv()], "sb3")
     try:
-        rnd = loop.compiled
+        rnd = loop.round
         rnd.close()
         rnd.close()
         assert rnd.closed
         with pytest.raises(ValueError, match="closed"):
             rnd.run([(0, STEP)])
+        with pytest.raises(ValueError, match="closed"):
+            loop.run_round([(0, STEP)])
     finally:
-        loop.compiled = None
-        loop.release()
+        loop.release()  # closes the round again: safe
+    with pytest.raises(ValueError, match="closed"):
+        loop.run_round([(0, STEP)])
 
 
 def test_an_env_outside_the_worker_is_refused():
-    loop = make_loop([PlainEnv(), PlainEnv(1)], "sb3", compiled=True)
+    loop = make_loop([PlainEnv(), PlainEnv(1)], "sb3")
     try:
         with pytest.raises(ValueError, match="worker"):
             loop.run_round([(0, STEP), (1, STEP), (0, STEP)])
@@ -532,85 +592,127 @@ def test_an_env_outside_the_worker_is_refused():
 # ------------------------------------------------------------- whole vec envs
 
 
-def _trajectory(monkeypatch, py_round, make, n, steps, **kwargs):
-    if py_round:
-        monkeypatch.setenv("VECENV_PY_ROUND", "1")
-    else:
-        monkeypatch.delenv("VECENV_PY_ROUND", raising=False)
-    venv = vecenv.ShmemVecEnv([make(e) for e in range(n)], num_workers=1, **kwargs)
+def _vec_env_trajectory(venv, n, steps, seed=None, sb3_dropin=False):
+    """Reset, then ``steps`` steps with actions ``arange(n) % 3``: each result
+    with the reset infos, and at the end what every env received."""
     try:
-        venv.seed(3)
-        out = [canon(venv.reset())]
+        if seed is not None:
+            venv.seed(seed)
+        out = [canon((venv.reset(), venv.reset_infos))]
         for _ in range(steps):
-            out.append(canon(venv.step(np.arange(n) % 3)))
-        return repr(out)
+            if sb3_dropin:
+                venv.step_async(np.arange(n) % 3)
+                result = venv.step_wait()
+            else:
+                result = venv.step(np.arange(n) % 3)
+            out.append(canon((result, venv.reset_infos)))
+        out.append(canon(venv.get_attr("received")))
+        return out
     finally:
         venv.close()
 
 
+def _reference_trajectory(envs, mode, steps, seed=None, sb3_dropin=False):
+    """What ``_vec_env_trajectory`` gives for ``envs``, from the reference
+    round and the parent's documented handling of what it reads: observation
+    and reward copies, ``dones = terminated | truncated``, one info dict per
+    env (the round message's, ``{}`` without one), and with "sb3" autoreset
+    the automatic reset's info moved to ``reset_infos``, the last observation
+    as ``"terminal_observation"`` and ``"TimeLimit.truncated"`` (on every
+    info for the SB3 drop-in)."""
+    n = len(envs)
+    ref = make_reference(envs, mode)
+    acts, obs, rew, term, trunc, final = ref.views
+
+    def run(op):
+        seen = len(ref.messages)
+        ref.run_round([(i, op) for i in range(n)])
+        infos = [{} for _ in range(n)]
+        for got, errors in ref.messages[seen:]:
+            assert errors == {}
+            for i, info in got.items():
+                infos[i] = info
+        return infos
+
+    if seed is not None:
+        ref.reset_kwargs.update({i: {"seed": seed + i} for i in range(n)})
+    reset_infos = run(RESET)
+    out = [canon((obs[0].copy(), reset_infos))]
+    for _ in range(steps):
+        acts[0][:] = np.arange(n) % 3
+        infos = run(STEP)
+        dones = term | trunc
+        if mode == "sb3":
+            for i in range(n):
+                if dones[i]:
+                    reset_infos[i] = infos[i].pop(_worker.RESET_INFO_KEY, {})
+                    infos[i]["terminal_observation"] = final[0][i].copy()
+                if dones[i] or sb3_dropin:
+                    infos[i]["TimeLimit.truncated"] = bool(trunc[i] and not term[i])
+        out.append(canon(((obs[0].copy(), rew.copy(), dones, infos), reset_infos)))
+    out.append(canon([env.received for env in envs]))
+    return out
+
+
+def _assert_same_trajectory(got, want):
+    assert len(got) == len(want)
+    for t, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"result {t} differs:\nvec env   {g}\nreference {w}"
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_shmem_vec_env_same_results_with_python_round(monkeypatch, mode):
+def test_shmem_vec_env_trajectory_equals_the_reference(mode):
     def make(e):
         return lambda: PlainEnv(e, length=2 + e, reset_info=e == 1)
 
-    got, want = (
-        _trajectory(monkeypatch, py, make, 3, 8, autoreset_mode=mode) for py in (False, True)
-    )
-    assert got == want
+    venv = vecenv.ShmemVecEnv([make(e) for e in range(3)], num_workers=1, autoreset_mode=mode)
+    got = _vec_env_trajectory(venv, 3, 8, seed=3)
+    want = _reference_trajectory([make(e)() for e in range(3)], mode, 8, seed=3)
+    _assert_same_trajectory(got, want)
 
 
-def test_sb3_dropin_terminal_observations_match(monkeypatch):
+def test_sb3_dropin_trajectory_and_terminal_observations_equal_the_reference():
     pytest.importorskip("stable_baselines3")
     from vecenv.sb3 import SubprocVecEnv
 
-    def run(py):
-        if py:
-            monkeypatch.setenv("VECENV_PY_ROUND", "1")
-        else:
-            monkeypatch.delenv("VECENV_PY_ROUND", raising=False)
-        venv = SubprocVecEnv([lambda e=e: PlainEnv(e, length=2 + e) for e in range(3)])
-        try:
-            out = [canon(venv.reset())]
-            for _ in range(6):
-                venv.step_async(np.arange(3) % 3)
-                out.append(canon(venv.step_wait()))
-            return repr(out)
-        finally:
-            venv.close()
+    def make(e):
+        return lambda: PlainEnv(e, length=2 + e, reset_info=e == 1)
 
-    got, want = run(False), run(True)
-    assert "terminal_observation" in got
-    assert got == want
+    got = _vec_env_trajectory(SubprocVecEnv([make(e) for e in range(3)]), 3, 6, sb3_dropin=True)
+    want = _reference_trajectory([make(e)() for e in range(3)], "sb3", 6, sb3_dropin=True)
+    assert "terminal_observation" in repr(got)
+    _assert_same_trajectory(got, want)
 
 
 class SlotProbeEnv(PlainEnv):
-    """Records what the worker slot says (``Control.activity``) inside its calls."""
+    """Records what the worker slot says (``activity(side)``) inside its calls."""
 
-    ctrl = None
+    side = None
 
     def reset(self, *, seed=None, options=None):
-        self.received.append(("slot", self.ctrl.activity(0)))
+        self.received.append(("slot", activity(self.side)))
         return super().reset(seed=seed, options=options)
 
     def step(self, action):
-        self.received.append(("slot", self.ctrl.activity(0)))
+        self.received.append(("slot", activity(self.side)))
         return super().step(action)
 
 
 @pytest.mark.parametrize("mode", ["sb3", "next_step"])
 def test_the_slot_names_the_env_and_what_it_does(mode):
     seen = []
-    for compiled in (True, False):
+    for make_side in (make_loop, make_reference):
         envs = [SlotProbeEnv(e, length=2) for e in range(2)]
-        loop = make_loop(envs, mode, compiled)
+        side = make_side(envs, mode)
         try:
             for env in envs:
-                env.ctrl = loop.ctrl
-            _run_steps(loop, 3, 2)
+                env.side = side
+            _run_steps(side, 3, 2)
             seen.append([[x for x in env.received if x[0] == "slot"] for env in envs])
-            assert loop.ctrl.activity(0) == (-1, 0)
+            assert activity(side) == (-1, 0)
         finally:
-            loop.release()
+            if make_side is make_loop:
+                side.release()
     A = _worker.Activity
     for e, calls in enumerate(seen[0]):
         codes = [c[1] for c in calls]
@@ -635,11 +737,29 @@ class UnpicklableInfoEnv(PlainEnv):
 @pytest.mark.parametrize("mode", ["sb3", "next_step"])
 def test_an_unpicklable_info_is_reported_the_same_way(mode):
     compare(lambda: [UnpicklableInfoEnv(e, reset_info=True) for e in range(3)], mode, rounds=6)
-    loop = make_loop([UnpicklableInfoEnv(e) for e in range(3)], mode, compiled=True)
+    loop = make_loop([UnpicklableInfoEnv(e) for e in range(3)], mode)
     try:
-        _run_steps(loop, 2, 3)
-        _, (_, infos, errors) = loop.conn.bodies[-1]
-        assert infos == {} and errors[1].where == "pickling the info dict"
-        assert loop.ctrl.arrays()[1].tolist() == [0, _core.STATUS_ERROR, 0]
+        for side in (loop, make_reference([UnpicklableInfoEnv(e) for e in range(3)], mode)):
+            _run_steps(side, 2, 3)
+            infos, errors = messages(side)[-1]
+            assert infos == {} and errors[1].where == "pickling the info dict"
+            assert statuses(side).tolist() == [0, _core.STATUS_ERROR, 0]
     finally:
         loop.release()
+
+
+class GlobalRandomEnv(PlainEnv):
+    """Draws its observations and rewards from the global ``np.random`` and
+    ``random`` generators, which the worker reseeds from a round's first seed."""
+
+    def step(self, action):
+        import random
+
+        obs, _, terminated, truncated, info = super().step(action)
+        obs[1] = np.random.random()  # noqa: NPY002 - the global state is the point
+        return obs, random.random(), terminated, truncated, info
+
+
+@pytest.mark.parametrize("mode", ["sb3", "next_step"])
+def test_a_seeded_reset_reseeds_the_global_generators_the_same_way(mode):
+    compare(lambda: [GlobalRandomEnv(e) for e in range(3)], mode, seed=11, rounds=10)

@@ -123,10 +123,10 @@ class Activity(enum.IntEnum):
 
 
 # Plain ints for the step path (an enum member costs a lookup of ~0.1 us).
-_STEP, _RESET, _AUTORESET = int(Activity.STEP), int(Activity.RESET), int(Activity.AUTORESET)
+_RESET, _AUTORESET = int(Activity.RESET), int(Activity.AUTORESET)
 # The protocol's codes as plain ints, for the step path (vecenv._protocol).
-_OP_STEP, _OP_RESET = int(Op.STEP), int(Op.RESET)
-_ST_OK, _ST_INFO, _ST_ERROR = int(Status.OK), int(Status.INFO), int(Status.ERROR)
+_OP_RESET = int(Op.RESET)
+_ST_ERROR = int(Status.ERROR)
 _ROUND = int(Msg.ROUND)  # a round message goes out after every step with infos
 _SB3, _SAME_STEP, _NEXT_STEP = Autoreset.SB3, Autoreset.SAME_STEP, Autoreset.NEXT_STEP
 
@@ -399,6 +399,16 @@ def _metadata(env) -> Dict[str, Any]:
 
 
 class _Loop:
+    """A worker's loop over its envs ``[lo, hi)``: wait on the control slot,
+    handle the parent's messages, run each round of ops with the compiled
+    round (``self.round``, :class:`vecenv._core.WorkerRound`).
+
+    The methods ``_step``, ``_finish_step``, ``_reset``, ``_write_obs``,
+    ``_publish_round`` and ``_reseed_from`` are that round's one fallback: it
+    hands them each env-step (or round) it cannot prove identical to them, so
+    they define the round's behaviour wherever the compiled code is not taken.
+    """
+
     def __init__(self, spec: WorkerSpec, conn, parent, envs, block, layout):
         self.spec = spec
         self.conn = conn
@@ -437,20 +447,16 @@ class _Loop:
         # Pre-fault this worker's rows so the first step does not page-fault.
         for buf in (*obs, rew, term, trunc):
             buf[spec.lo : spec.hi].fill(0)
-        # The round in compiled code (csrc/_round.pxi), which hands what it
-        # cannot prove identical to the Python methods below; VECENV_PY_ROUND=1
-        # (read here, once per worker) keeps the Python round.
-        self.compiled: Any = (
-            None
-            if os.environ.get("VECENV_PY_ROUND", "") == "1"
-            else _core.WorkerRound(self, error_payload, _unpack_reset)
-        )
+        # The round (csrc/_round.pxi): compiled, it hands each env-step it
+        # cannot prove identical to the Python methods below (_step,
+        # _finish_step, _reset, _write_obs, _publish_round, the action reader,
+        # error_payload) to them; it binds them here, so a subclass's
+        # overrides (vecenv._inprocess.InprocLoop) are the ones it calls.
+        self.round = _core.WorkerRound(self, error_payload, _unpack_reset)
 
     def release(self):
         self.conn.bind(None, -1)  # the control region goes away below
-        if self.compiled is not None:
-            self.compiled.close()  # drops its views of the block
-            self.compiled = None
+        self.round.close()  # drops its views of the block (safe twice)
         self.writer = None
         self.final_writer = None
         self.read_action = None
@@ -489,48 +495,16 @@ class _Loop:
     # ------------------------------------------------------------------ ops
     def run_round(self, ops: List[Tuple[int, int]]) -> None:
         """Run the ops, write the envs' rows, publish them (and the round
-        message when an env has an info or an error)."""
-        if self.compiled is not None:
-            self.compiled.run(ops)
-        else:
-            self._run_round_py(ops)
+        message when an env has an info or an error): one call of the compiled
+        round (:class:`vecenv._core.WorkerRound`). Its plain-Python reference
+        is ``tests/reference.py``'s ``WorkerRoundReference``.
 
-    def _run_round_py(self, ops: List[Tuple[int, int]]) -> None:
-        lo, w = self.spec.lo, self.spec.index
-        infos: Dict[int, Any] = {}
-        errors: Dict[int, Any] = {}
-        statuses = []
-        done_envs = []
-        if self.reset_kwargs:
-            self._reseed_from(ops)
-        # The slot names the env being run (a crash or a timeout blames it);
-        # the next env's enter overwrites it, and the round ends with a leave.
-        enter = self.ctrl.enter
-        # Plain ints in locals: no enum attribute lookup per env-step.
-        op_step, st_ok, st_info, st_error = _OP_STEP, _ST_OK, _ST_INFO, _ST_ERROR
-        for i, op in ops:
-            try:
-                if op == op_step:
-                    enter(w, i, _STEP)
-                    info = self._step(i, i - lo)
-                else:
-                    enter(w, i, _RESET)
-                    info = self._reset(i, i - lo)
-            except BaseException as exc:
-                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                    raise
-                where = "step" if op == op_step else "reset"
-                errors[i] = error_payload(exc, i, where)
-                statuses.append(st_error)
-            else:
-                if info:
-                    infos[i] = info
-                    statuses.append(st_info)
-                else:
-                    statuses.append(st_ok)
-            done_envs.append(i)
-        self.ctrl.leave(w)
-        self._publish_round(done_envs, statuses, infos, errors)
+        Raises
+        ------
+        ValueError
+            After :meth:`release`, or an env that is not this worker's.
+        """
+        self.round.run(ops)
 
     def _publish_round(
         self,
@@ -539,7 +513,8 @@ class _Loop:
         infos: Dict[int, Any],
         errors: Dict[int, Any],
     ) -> None:
-        """Publish the round's envs, then send its infos and errors (if any)."""
+        """Publish the round's envs, then send its infos and errors (if any).
+        The compiled round calls this for a round with an info or an error."""
         msg = None
         if infos or errors:
             msg = (_ROUND, infos, errors)
@@ -757,8 +732,9 @@ def _with_pickled(info, pickled, final_pickled):
 
 
 def _unpack_reset(result):
-    """``obs, info = result`` as the Python round unpacks ``env.reset()`` (for
-    the compiled round, which meets a result that is not a 2-tuple)."""
+    """``obs, info = result`` as :meth:`_Loop._reset` unpacks ``env.reset()``
+    (for the compiled round's automatic reset, which meets a result that is
+    not a 2-tuple: the same error as Python's unpacking)."""
     obs, info = result
     return obs, info
 
