@@ -1,5 +1,5 @@
-"""The parent's compiled step path (vecenv._core.ParentStep) against the
-Python path (``VECENV_PARENT_STEP=python``, read at construction): the same
+"""The parent's compiled step (vecenv._core.ParentStep) against its fallback
+(vecenv._step, forced by the private option ``_fallback_for_testing=True``): the same
 trajectories for every autoreset mode and space, copy=True/False, infos,
 episode ends, errors, partial batches with zero-copy blocks, interrupts,
 timeouts and dead workers."""
