@@ -14,9 +14,9 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from dropin_envs import WordSpace, describe
 from gymnasium.spaces import Box, Dict, Discrete, Sequence, Text, Tuple
 from gymnasium.vector import AutoresetMode
+from helpers import WordSpace, describe
 
 import vecenv
 from vecenv import AsyncVectorEnv

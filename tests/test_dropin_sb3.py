@@ -10,8 +10,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from dropin_envs import describe
 from gymnasium import spaces
+from helpers import describe
 
 import vecenv
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from dropin_envs import WordSpace, describe
 from gymnasium import spaces
+from helpers import WordSpace, describe
 
 import vecenv
 

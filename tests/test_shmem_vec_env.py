@@ -11,6 +11,7 @@ import numpy as np
 import psutil
 import pytest
 from gymnasium import spaces
+from helpers import compare_rollout
 from reference import assert_tree_equal, rollout_loop, stack
 
 import vecenv
@@ -29,30 +30,6 @@ def _counter_fns(n):
     return [functools.partial(CounterEnv, env_id=i, episode_length=3 + i % 3) for i in range(n)]
 
 
-def _compare_rollout(venv, env_fns, actions, seed):
-    first, steps = rollout_loop(env_fns, actions, seed)
-    venv.seed(seed)
-    assert_tree_equal(venv.reset(), first)
-    ends = 0
-    for acts, (obs, rews, dones, terminal) in zip(actions, steps):
-        v_obs, v_rews, v_dones, v_infos = venv.step(acts)
-        assert_tree_equal(v_obs, obs)
-        np.testing.assert_array_equal(v_rews, rews)
-        assert v_rews.dtype == np.float64
-        np.testing.assert_array_equal(v_dones, dones)
-        assert isinstance(v_infos, list) and len(v_infos) == venv.num_envs
-        for i, info in enumerate(v_infos):
-            if i in terminal:
-                ends += 1
-                assert_tree_equal(
-                    info["terminal_observation"], terminal[i][0], f"terminal obs of env {i}"
-                )
-                assert info["TimeLimit.truncated"] == terminal[i][1]
-            else:
-                assert "terminal_observation" not in info
-    return ends
-
-
 @pytest.mark.parametrize("context", CONTEXTS)
 @pytest.mark.parametrize("envs_per_worker", [1, 3])
 def test_cartpole_matches_plain_loop(context, envs_per_worker):
@@ -62,7 +39,7 @@ def test_cartpole_matches_plain_loop(context, envs_per_worker):
     actions = rng.integers(0, 2, size=(80, n))
     with vecenv.ShmemVecEnv(env_fns, envs_per_worker=envs_per_worker, context=context) as venv:
         assert venv.observation_space == gym.make("CartPole-v1").observation_space
-        ends = _compare_rollout(venv, env_fns, actions, seed=123)
+        ends = compare_rollout(venv, env_fns, actions, seed=123)
     assert ends > 0, "episodes must end during the test so autoreset is covered"
 
 
@@ -76,7 +53,7 @@ def test_dict_tuple_env_matches_plain_loop(context, envs_per_worker):
         obs = venv.reset()
         assert isinstance(obs, dict) and isinstance(obs["pair"], tuple)
         assert obs["count"].shape == (n,) and obs["pair"][1].shape == (n, 2)
-        ends = _compare_rollout(venv, env_fns, actions, seed=7)
+        ends = compare_rollout(venv, env_fns, actions, seed=7)
     assert ends > 0
 
 
