@@ -1,15 +1,23 @@
 """Shared fixtures: every test checks it leaves no child process and no
-shared-memory segment behind."""
+shared-memory segment behind; the Ray tests get local clusters on loopback.
+
+Helpers and test envs that several test modules use live in tests/helpers.py.
+"""
 
 import faulthandler
 import os
 import pathlib
-import re
+import sys
 
 import psutil
 import pytest
 
-import vecenv
+# The shared helpers' asserts report their operands, as a test module's do.
+pytest.register_assert_rewrite("helpers")
+
+from helpers import is_ours  # noqa: E402
+
+import vecenv  # noqa: E402
 
 SRC = pathlib.Path(__file__).resolve().parent.parent / "vecenv"
 
@@ -55,7 +63,7 @@ def no_leaks(request):
         [
             p
             for p in me.children(recursive=True)
-            if p.pid not in before_children and _is_ours(p, ray_test)
+            if p.pid not in before_children and is_ours(p, ray_test)
         ],
         timeout=deadline,
     )
@@ -64,25 +72,6 @@ def no_leaks(request):
         p.kill()
     assert not names, f"child processes left behind: {names}"
     assert _shm_entries() - before_shm == set(), "shared-memory segments left behind"
-
-
-# Ray's node processes (gcs_server, raylet, agents, idle workers) come and go
-# as Ray pleases; the Ray fixtures check that none outlives ray.shutdown().
-# Actor processes ("ray::_EnvActor...") and their vec-env workers still count.
-_RAY_NODE_PROCS = ("ray::IDLE", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
-_RAY_PACKAGE = re.compile(r"[/\\](site|dist)-packages[/\\]ray[/\\]")
-
-
-def _is_ours(p, ray_test=False):
-    # The forkserver and the resource tracker are multiprocessing's own and
-    # live for the whole session.
-    try:
-        cmd = " ".join(p.cmdline())
-    except psutil.Error:
-        return False
-    if ray_test and (cmd.startswith(_RAY_NODE_PROCS) or _RAY_PACKAGE.search(cmd)):
-        return False
-    return "forkserver" not in cmd and "resource_tracker" not in cmd
 
 
 def _safe_name(p):
@@ -112,3 +101,111 @@ def pytest_collection_modifyitems(config, items):
             cloudpickle.register_pickle_by_value(module)
         except ValueError:
             pass
+
+
+# ---------------------------------------------------------------- Ray clusters
+# Ray binds to the machine's network address unless it has none: the fixtures
+# start clusters only inside a network namespace that holds nothing but
+# loopback (``unshare -n``; scripts/test.sh runs the Ray part that way) and
+# skip the test anywhere else.
+_RAY_NODE = dict(num_cpus=2, object_store_memory=80 * 2**20)
+
+
+@pytest.fixture(scope="module")
+def loopback_namespace():
+    """Skip unless Ray is installed and this is a loopback-only namespace."""
+    pytest.importorskip("ray")
+    from loopback import loopback_namespace as in_loopback_namespace
+
+    if not in_loopback_namespace():
+        pytest.skip(
+            "Ray tests run only in a loopback-only network namespace: "
+            "VECENV_TEST_PART=ray unshare -n python -P -m pytest tests (as root)"
+        )
+
+
+def _ray_children():
+    return list(psutil.Process().children(recursive=True))
+
+
+def _start_ray(request, tmp_path_factory, start):
+    """Start Ray with the working directory outside the source tree (Ray puts
+    the driver's working directory first on its workers' sys.path, where the
+    unbuilt vecenv/ would shadow the installed one); return ``(ray, stop)``."""
+    ray = pytest.importorskip("ray")
+    from ray import cloudpickle as ray_cloudpickle
+
+    # Ray pickles with its own copy of cloudpickle, and its workers do not have
+    # tests/ on sys.path: the test module's envs and the helpers go by value.
+    ray_cloudpickle.register_pickle_by_value(request.module)
+    ray_cloudpickle.register_pickle_by_value(sys.modules["helpers"])
+    if ray.is_initialized():
+        ray.shutdown()
+    before = {p.pid for p in _ray_children()}
+    cwd = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("ray-cwd"))
+    try:
+        stop = start(ray)
+    finally:
+        os.chdir(cwd)
+
+    def shutdown():
+        ray.shutdown()
+        stop()
+        # Nothing Ray started may outlive it (multiprocessing's forkserver and
+        # resource tracker live for the session: not Ray's).
+        new = [p for p in _ray_children() if p.pid not in before and is_ours(p)]
+        _, alive = psutil.wait_procs(new, timeout=20)
+        names = []
+        for p in alive:
+            try:
+                names.append((p.pid, " ".join(p.cmdline())[:80]))
+                p.kill()
+            except psutil.Error:
+                pass
+        assert not names, f"Ray processes left behind: {names}"
+
+    return ray, shutdown
+
+
+@pytest.fixture(scope="class")
+def one_node(request, loopback_namespace, tmp_path_factory):
+    """A one-node local Ray cluster (two CPUs); yields the ``ray`` module."""
+
+    def start(ray):
+        ray.init(address="local", include_dashboard=False, log_to_driver=False, **_RAY_NODE)
+        return lambda: None
+
+    ray, shutdown = _start_ray(request, tmp_path_factory, start)
+    yield ray
+    shutdown()
+
+
+@pytest.fixture(scope="class")
+def two_nodes(request, loopback_namespace, tmp_path_factory):
+    """A head and a worker node, one CPU each, both on 127.0.0.1; yields
+    ``(ray, cluster, worker_node)``."""
+    box = {}
+
+    def start(ray):
+        from ray.cluster_utils import Cluster
+
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args=dict(
+                num_cpus=1,
+                include_dashboard=False,
+                object_store_memory=_RAY_NODE["object_store_memory"],
+            ),
+        )
+        box["worker"] = cluster.add_node(
+            num_cpus=1, object_store_memory=_RAY_NODE["object_store_memory"]
+        )
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        box["cluster"] = cluster
+        return cluster.shutdown
+
+    ray, shutdown = _start_ray(request, tmp_path_factory, start)
+    yield ray, box["cluster"], box["worker"]
+    shutdown()

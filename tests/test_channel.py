@@ -1,4 +1,4 @@
-"""The message channel (vecenv/_channel.py, issue 11): messages of any size in
+"""The message channel (vecenv/_channel.py): messages of any size in
 both directions, no deadlock between a waiting parent and a writing worker,
 close() with a message stuck, replies and infos never attributed to the wrong
 call or step, and a KeyboardInterrupt fuzz after which reset() recovers.
@@ -10,9 +10,7 @@ that no child process is left behind.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,79 +18,23 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
+from helpers import (
+    KB,
+    MB,
+    Alarm,
+    PayloadEnv,
+    blob_of,
+    digest_of,
+    fuzz_lockstep,
+    fuzz_partial,
+    make_control,
+    payload_fns,
+)
 
 import vecenv
 from vecenv import _core
 
 pytestmark = pytest.mark.timeout(60)
-
-KB = 1000
-MB = 1000 * 1000
-
-
-_PATTERN = (np.arange(256, dtype=np.int64) * 7 % 256).astype(np.uint8)
-
-
-def _blob(n: int, seed: int) -> np.ndarray:
-    """``n`` bytes (uint8) that depend on ``seed`` (mod 256)."""
-    out = np.resize(_PATTERN, n)
-    out += np.uint8(seed % 256)
-    return out
-
-
-def _digest(x) -> str:
-    return hashlib.sha1(np.ascontiguousarray(x).tobytes()).hexdigest()
-
-
-class PayloadEnv(gym.Env):
-    """Observation ``[env_id, t, last_action]`` (float64); action Discrete(5).
-
-    ``info_bytes`` > 0: every step's info holds ``blob``, ``info_bytes`` bytes
-    that encode env id and step. ``reset(options={"blob": x})`` answers with
-    the digest of ``x`` in its info.
-    """
-
-    def __init__(self, env_id=0, info_bytes=0):
-        self.env_id = env_id
-        self.info_bytes = info_bytes
-        self.observation_space = gym.spaces.Box(-1e9, 1e9, (3,), np.float64)
-        self.action_space = gym.spaces.Discrete(5)
-        self.t = 0
-        self.a = -1
-
-    def _obs(self):
-        return np.array([self.env_id, self.t, self.a], np.float64)
-
-    def reset(self, *, seed=None, options=None):
-        self.t, self.a = 0, -1
-        info = {"env": self.env_id, "t": 0}
-        if options and "blob" in options:
-            info["digest"] = _digest(options["blob"])
-        return self._obs(), info
-
-    def step(self, action):
-        self.t += 1
-        self.a = int(action)
-        info = {"env": self.env_id, "t": self.t, "a": self.a}
-        if self.info_bytes:
-            info["blob"] = _blob(self.info_bytes, self.env_id * 1000 + self.t)
-        return self._obs(), 1.0, False, False, info
-
-    def digest(self, x):
-        return self.env_id, _digest(x)
-
-    def echo(self, x):
-        return x
-
-    def make_blob(self, n):
-        return _blob(n, self.env_id)
-
-    def describe(self, x):
-        return self.env_id, self.t, self.a, x
-
-
-def _fns(num_envs, info_bytes=0):
-    return [functools.partial(PayloadEnv, i, info_bytes) for i in range(num_envs)]
 
 
 def _check_info(info, env, t, size):
@@ -100,7 +42,7 @@ def _check_info(info, env, t, size):
     if size:
         blob = info["blob"]
         assert blob.shape == (size,)
-        assert _digest(blob) == _digest(_blob(size, env * 1000 + t))
+        assert digest_of(blob) == digest_of(blob_of(size, env * 1000 + t))
 
 
 # ------------------------------------------------------------ sizes
@@ -108,11 +50,11 @@ def _check_info(info, env, t, size):
 
 def _roundtrip(venv, num_envs, size, partial):
     """Calls, returns, reset options and step infos of ``size`` bytes."""
-    arg = _blob(size, 3)
-    assert venv.env_method("digest", arg) == [(i, _digest(arg)) for i in range(num_envs)]
+    arg = blob_of(size, 3)
+    assert venv.env_method("digest", arg) == [(i, digest_of(arg)) for i in range(num_envs)]
     got = venv.env_method("make_blob", size)
     for i, x in enumerate(got):
-        assert _digest(x) == _digest(_blob(size, i))
+        assert digest_of(x) == digest_of(blob_of(size, i))
     venv.set_options({"blob": arg})
     if partial:
         assert venv.reset() is None
@@ -121,7 +63,7 @@ def _roundtrip(venv, num_envs, size, partial):
             obs, _, _, infos, ids = venv.recv()
             for j, e in enumerate(ids):
                 assert obs[j].tolist() == [e, 0, -1]
-                assert infos[j]["digest"] == _digest(arg)
+                assert infos[j]["digest"] == digest_of(arg)
             seen += ids.tolist()
         assert sorted(seen) == list(range(num_envs))
         venv.send(np.full(num_envs, 3, np.int64), np.arange(num_envs))
@@ -135,7 +77,7 @@ def _roundtrip(venv, num_envs, size, partial):
         assert sorted(seen) == list(range(num_envs))
     else:
         venv.reset()
-        assert [info["digest"] for info in venv.reset_infos] == [_digest(arg)] * num_envs
+        assert [info["digest"] for info in venv.reset_infos] == [digest_of(arg)] * num_envs
         for t in (1, 2):
             obs, _, _, infos = venv.step(np.full(num_envs, 2, np.int64))
             assert obs[:, 1].tolist() == [t] * num_envs
@@ -150,7 +92,7 @@ def test_messages_of_any_size_fork(size, partial, envs_per_worker):
     n = 8 if envs_per_worker == 4 else 4
     kw = {"batch_size": 2} if partial else {}
     with vecenv.ShmemVecEnv(
-        _fns(n, size), envs_per_worker=envs_per_worker, context="fork", timeout=30, **kw
+        payload_fns(n, size), envs_per_worker=envs_per_worker, context="fork", timeout=30, **kw
     ) as venv:
         _roundtrip(venv, n, size, partial)
 
@@ -159,21 +101,21 @@ def test_messages_of_any_size_fork(size, partial, envs_per_worker):
 def test_messages_of_1mb_spawn(partial):
     kw = {"batch_size": 2} if partial else {}
     with vecenv.ShmemVecEnv(
-        _fns(4, 1 * MB), envs_per_worker=2, context="spawn", timeout=30, **kw
+        payload_fns(4, 1 * MB), envs_per_worker=2, context="spawn", timeout=30, **kw
     ) as venv:
         _roundtrip(venv, 4, 1 * MB, partial)
 
 
 @pytest.mark.timeout(90)
 def test_100mb_call_argument_return_value_and_info():
-    with vecenv.ShmemVecEnv(_fns(2), envs_per_worker=1, context="fork", timeout=60) as venv:
+    with vecenv.ShmemVecEnv(payload_fns(2), envs_per_worker=1, context="fork", timeout=60) as venv:
         venv.reset()
-        big = _blob(100 * MB, 5)
-        assert venv.env_method("digest", big, indices=[1]) == [(1, _digest(big))]
+        big = blob_of(100 * MB, 5)
+        assert venv.env_method("digest", big, indices=[1]) == [(1, digest_of(big))]
         back = venv.env_method("echo", big, indices=[0])[0]
-        assert back.shape == big.shape and _digest(back) == _digest(big)
+        assert back.shape == big.shape and digest_of(back) == digest_of(big)
     with vecenv.ShmemVecEnv(
-        _fns(2, 100 * MB), envs_per_worker=2, context="fork", batch_size=1, timeout=60
+        payload_fns(2, 100 * MB), envs_per_worker=2, context="fork", batch_size=1, timeout=60
     ) as venv:
         venv.reset()
         _, _, _, _, ids = venv.recv()
@@ -192,7 +134,7 @@ def test_waits_read_pipes_partial_send_send_recv_with_a_1mib_info():
     """Regression: worker 0 publishes env 0 and blocks sending a 1 MiB info,
     so it never takes env 1's op, while recv() waited on shared memory only."""
     with vecenv.ShmemVecEnv(
-        _fns(2, 1 << 20), num_workers=1, batch_size=1, context="fork", timeout=10
+        payload_fns(2, 1 << 20), num_workers=1, batch_size=1, context="fork", timeout=10
     ) as venv:
         venv.reset()
         seen = [venv.recv()[4][0], venv.recv()[4][0]]
@@ -218,7 +160,9 @@ def test_waits_read_pipes_partial_send_send_recv_with_a_1mib_info():
 
 @pytest.mark.timeout(30)
 def test_lockstep_step_with_1mib_infos_on_one_worker():
-    with vecenv.ShmemVecEnv(_fns(4, 1 << 20), num_workers=1, context="fork", timeout=10) as venv:
+    with vecenv.ShmemVecEnv(
+        payload_fns(4, 1 << 20), num_workers=1, context="fork", timeout=10
+    ) as venv:
         venv.reset()
         pid = venv._resources.procs[0].pid
         for t in (1, 2, 3):
@@ -250,7 +194,9 @@ def test_close_with_a_worker_stuck_in_a_call_returns_within_its_timeout():
 
 @pytest.mark.timeout(30)
 def test_close_with_a_worker_blocked_sending_a_10mb_info_closes_it_politely():
-    with vecenv.ShmemVecEnv(_fns(2, 10 * MB), num_workers=1, batch_size=1, context="fork") as venv:
+    with vecenv.ShmemVecEnv(
+        payload_fns(2, 10 * MB), num_workers=1, batch_size=1, context="fork"
+    ) as venv:
         venv.reset()
         _, _, _, _, ids = venv.recv()
         venv.send(np.zeros(1, np.int64), ids)
@@ -264,7 +210,7 @@ def test_close_with_a_worker_blocked_sending_a_10mb_info_closes_it_politely():
 
 @pytest.mark.timeout(30)
 def test_close_with_a_frame_cut_short_terminates_that_worker():
-    venv = vecenv.ShmemVecEnv(_fns(2), envs_per_worker=1, context="fork")
+    venv = vecenv.ShmemVecEnv(payload_fns(2), envs_per_worker=1, context="fork")
     venv.reset()
     chan = venv._resources.chans[0]
 
@@ -273,7 +219,7 @@ def test_close_with_a_frame_cut_short_terminates_that_worker():
 
     chan._write_available = cut
     with pytest.raises(KeyboardInterrupt):
-        venv.env_method("digest", _blob(1 * MB, 1), indices=[0])
+        venv.env_method("digest", blob_of(1 * MB, 1), indices=[0])
     procs = list(venv._resources.procs)
     t0 = time.monotonic()
     venv.close(timeout=1.0)
@@ -327,7 +273,7 @@ def test_interpreter_exit_with_messages_stuck_does_not_hang(tmp_path):
 def test_a_stale_reply_is_never_taken_for_another_call():
     """Regression: a call abandoned after its frame was sent (Ctrl-C before
     the reply is read) made every later call return the previous reply."""
-    with vecenv.ShmemVecEnv(_fns(2), envs_per_worker=2, context="fork") as venv:
+    with vecenv.ShmemVecEnv(payload_fns(2), envs_per_worker=2, context="fork") as venv:
         venv.reset()
         venv._call_start("get_attr", "env_id", (), {}, [0])  # never finished
         assert venv.get_attr("env_id", [1]) == [1]
@@ -339,7 +285,7 @@ def test_a_stale_reply_is_never_taken_for_another_call():
 def test_an_unread_round_message_is_never_taken_for_a_later_step():
     """Regression: recv() interrupted before reading a round message left it
     on the pipe; every later info of that worker came one step late."""
-    with vecenv.ShmemVecEnv(_fns(2), num_workers=1, batch_size=1, context="fork") as venv:
+    with vecenv.ShmemVecEnv(payload_fns(2), num_workers=1, batch_size=1, context="fork") as venv:
         venv.reset()
         for _ in range(2):
             _, _, _, _, ids = venv.recv()
@@ -360,7 +306,7 @@ def test_ctrl_c_right_after_dispatch_leaves_needs_reset():
     IDLE with every env in flight, and a second step_async stepped them twice."""
     # The fallback step: the compiled step calls no patched method.
     with vecenv.ShmemVecEnv(
-        _fns(2), envs_per_worker=1, context="fork", _fallback_for_testing=True
+        payload_fns(2), envs_per_worker=1, context="fork", _fallback_for_testing=True
     ) as venv:
         venv.reset()
         real = venv._collector.ctrl
@@ -385,7 +331,7 @@ def test_ctrl_c_right_after_dispatch_leaves_needs_reset():
 
 
 def test_a_frame_cut_by_ctrl_c_breaks_the_channel_and_reset_restores_it():
-    with vecenv.ShmemVecEnv(_fns(2), envs_per_worker=1, context="fork") as venv:
+    with vecenv.ShmemVecEnv(payload_fns(2), envs_per_worker=1, context="fork") as venv:
         venv.reset()
         pid0 = venv._resources.procs[0].pid
         chan = venv._resources.chans[0]
@@ -396,7 +342,7 @@ def test_a_frame_cut_by_ctrl_c_breaks_the_channel_and_reset_restores_it():
 
         chan._write_available = cut
         with pytest.raises(KeyboardInterrupt):
-            venv.env_method("digest", _blob(1 * MB, 1), indices=[0])
+            venv.env_method("digest", blob_of(1 * MB, 1), indices=[0])
         chan._write_available = real_write
         assert chan.broken
         with pytest.raises(vecenv.StateError, match="reset"):
@@ -406,7 +352,7 @@ def test_a_frame_cut_by_ctrl_c_breaks_the_channel_and_reset_restores_it():
         assert venv.get_attr("t", [1]) == [0]  # worker 1's channel is whole
         venv.reset()
         assert venv._resources.procs[0].pid != pid0  # restarted: a new pipe
-        assert venv.env_method("digest", 7, indices=[0]) == [(0, _digest(7))]
+        assert venv.env_method("digest", 7, indices=[0]) == [(0, digest_of(7))]
         obs, _, _, _ = venv.step(np.array([1, 2]))
         assert obs.tolist() == [[0, 1, 1], [1, 1, 2]]
 
@@ -414,20 +360,8 @@ def test_a_frame_cut_by_ctrl_c_breaks_the_channel_and_reset_restores_it():
 # ------------------------------------------------------------ control protocol
 
 
-def _control(num_envs, num_workers, env_worker):
-    nbytes = _core.control_nbytes(num_envs, num_workers)
-    fd = os.memfd_create("vecenv-test")
-    try:
-        os.ftruncate(fd, nbytes)
-        block = _core.SharedBlock(fd, nbytes)
-    finally:
-        os.close(fd)
-    ctrl = _core.Control(block, num_envs, num_workers, env_worker, init=True)
-    return block, ctrl, _core.WorkerControl(block, num_envs, num_workers)
-
-
 def test_control_counts_per_worker_forget_is_exact_and_nothing_wraps():
-    block, ctrl, wk = _control(4, 2, [0, 0, 1, 1])
+    block, ctrl, wk = make_control(4, 2, [0, 0, 1, 1])
     flags = np.zeros(4, bool)
     ctrl.track_in_flight(flags)
     ctrl.dispatch_all(_core.OP_STEP)
@@ -455,7 +389,7 @@ def test_control_counts_per_worker_forget_is_exact_and_nothing_wraps():
 
 
 def test_control_dispatch_clears_status_and_tx_blocked_wakes_the_parent():
-    block, ctrl, wk = _control(2, 1, [0, 0])
+    block, ctrl, wk = make_control(2, 1, [0, 0])
     ctrl.dispatch_all(_core.OP_STEP)
     wk.take_ops(0, 2)
     wk.publish([0, 1], [_core.STATUS_ERROR, _core.STATUS_INFO], 0)
@@ -518,166 +452,8 @@ def test_sb3_her_compute_reward_with_1mb_batches():
 # ------------------------------------------------------------ KeyboardInterrupt fuzz
 
 
-class _Alarm:
-    """SIGALRM raising KeyboardInterrupt, only while armed (the test's own
-    bookkeeping is never interrupted)."""
-
-    def __init__(self):
-        self.armed = False
-        self.fired = 0
-        self.old = None
-
-    def _handler(self, signum, frame):
-        if self.armed:
-            self.armed = False
-            self.fired += 1
-            raise KeyboardInterrupt
-
-    def __enter__(self):
-        self.old = signal.signal(signal.SIGALRM, self._handler)
-        return self
-
-    def __exit__(self, *exc):
-        self.armed = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, self.old)
-
-    def run(self, delay_s, op, *args):
-        """Run ``op(*args)`` with an interrupt after ``delay_s``. Returns
-        ``(interrupted, result)``."""
-        result = None
-        try:
-            self.armed = True
-            signal.setitimer(signal.ITIMER_REAL, delay_s)
-            result = op(*args)
-            self.armed = False
-        except KeyboardInterrupt:
-            return True, None
-        finally:
-            self.armed = False
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        return False, result
-
-
 def _fds():
     return len(os.listdir("/proc/self/fd"))
-
-
-def _recover(venv, stats):
-    """reset() after an interrupt: it always succeeds, also when the interrupt
-    left a step pending (landed after step_async returned), which reset()
-    finishes and drops."""
-    stats["broken"] += len(venv._pool.broken_workers())  # cut inside a frame: restarted
-    if venv._state.name == "STEP_PENDING":
-        stats["pending_step"] += 1
-    return venv.reset()
-
-
-def _fuzz_lockstep(venv, alarm, rng, trials, stats):
-    n = venv.num_envs
-    t = np.zeros(n, np.int64)
-    venv.reset()
-    big = _blob(300 * KB, 1)
-    for _ in range(trials):
-        op = rng.integers(7)
-        actions = rng.integers(0, 5, n)
-        delay = float(10 ** rng.uniform(-6, -3.3))  # 1 us .. 0.5 ms
-        if op == 0:
-            hit, res = alarm.run(delay, venv.step, actions)
-        elif op == 1:
-            hit, res = alarm.run(delay, venv.step_async, actions)
-            if not hit:
-                hit, res = alarm.run(delay, venv.step_wait)
-        elif op == 2:
-            hit, res = alarm.run(delay, venv.get_attr, "t")
-        elif op == 3:
-            hit, res = alarm.run(delay, venv.env_method, "describe", 3)
-        elif op == 4:
-            hit, res = alarm.run(
-                delay, functools.partial(venv.env_method, "digest", big, indices=[0])
-            )
-        elif op == 5:
-            hit, res = alarm.run(delay, venv.reset)
-        else:
-            hit, res = alarm.run(delay, venv.step, actions)
-        if hit:
-            stats["interrupts"] += 1
-            obs = _recover(venv, stats)
-            t[:] = 0
-            assert obs[:, 0].tolist() == list(range(n)) and not obs[:, 1].any()
-            assert [(i["env"], i["t"]) for i in venv.reset_infos] == [(i, 0) for i in range(n)]
-            continue
-        if op in (0, 1, 6):
-            obs, _, _, infos = res
-            t += 1
-            assert obs[:, 0].tolist() == list(range(n))
-            assert obs[:, 1].tolist() == t.tolist()
-            assert obs[:, 2].tolist() == actions.tolist()
-            assert infos == [{"env": i, "t": int(t[i]), "a": int(actions[i])} for i in range(n)]
-        elif op == 2:
-            assert res == t.tolist()
-        elif op == 3:
-            assert [r[:2] for r in res] == [(i, int(t[i])) for i in range(n)]
-            assert all(r[3] == 3 for r in res)
-        elif op == 4:
-            assert res == [(0, _digest(big))]
-        elif op == 5:
-            t[:] = 0
-            assert not res[:, 1].any()
-
-
-def _fuzz_partial(venv, alarm, rng, trials, stats):
-    n, k = venv.num_envs, venv.batch_size
-    t = np.zeros(n, np.int64)
-    last = np.full(n, -1, np.int64)
-    in_flight = np.ones(n, bool)  # after reset(): every env's reset is in flight
-    venv.reset()
-    for _ in range(trials):
-        held = np.flatnonzero(~in_flight)
-        choices = ["recv"] if in_flight.sum() >= k else []
-        if held.size:
-            choices.append("send")
-        choices += ["get_attr", "reset"] if not in_flight.any() else ["reset"]
-        op = choices[rng.integers(len(choices))]
-        delay = float(10 ** rng.uniform(-6, -3.3))  # 1 us .. 0.5 ms
-        if op == "send":
-            ids = rng.permutation(held)[: rng.integers(1, held.size + 1)]
-            acts = rng.integers(0, 5, ids.size)
-            hit, res = alarm.run(delay, venv.send, acts, ids)
-        elif op == "recv":
-            hit, res = alarm.run(delay, venv.recv)
-        elif op == "get_attr":
-            hit, res = alarm.run(delay, venv.get_attr, "t")
-        else:
-            hit, res = alarm.run(delay, venv.reset)
-        if hit:
-            stats["interrupts"] += 1
-            assert _recover(venv, stats) is None
-            t[:] = 0
-            last[:] = -1
-            in_flight[:] = True
-            continue
-        if op == "send":
-            in_flight[ids] = True
-            t[ids] += 1
-            last[ids] = acts
-        elif op == "recv":
-            obs, _, _, infos, ids = res
-            assert in_flight[ids].all()
-            in_flight[ids] = False
-            for j, e in enumerate(ids):
-                e = int(e)
-                assert obs[j].tolist() == [e, t[e], last[e]]
-                want = {"env": e, "t": int(t[e])}
-                if t[e]:
-                    want["a"] = int(last[e])
-                assert infos[j] == want
-        elif op == "get_attr":
-            assert res == t.tolist()
-        else:
-            t[:] = 0
-            last[:] = -1
-            in_flight[:] = True
 
 
 # SIGALRM is the fuzz's: pytest-timeout watches from a thread here.
@@ -689,14 +465,14 @@ def test_keyboard_interrupt_fuzz_then_reset_is_always_correct(mode):
     stats = {"interrupts": 0, "pending_step": 0, "broken": 0}
     fds = _fds()
     kw = {"batch_size": 3} if mode == "partial" else {}
-    with _Alarm() as alarm:
+    with Alarm() as alarm:
         with vecenv.ShmemVecEnv(
-            _fns(6), envs_per_worker=2, context="fork", timeout=20, **kw
+            payload_fns(6), envs_per_worker=2, context="fork", timeout=20, **kw
         ) as venv:
             if mode == "lockstep":
-                _fuzz_lockstep(venv, alarm, rng, trials, stats)
+                fuzz_lockstep(venv, alarm, rng, trials, stats)
             else:
-                _fuzz_partial(venv, alarm, rng, trials, stats)
+                fuzz_partial(venv, alarm, rng, trials, stats)
             restarts = venv.restart_count
     assert _fds() == fds, "file descriptors leaked"
     assert restarts == 0  # restarts by reset() do not count

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
-from test_faults import _sigint_after
+from helpers import sigint_after as _sigint_after
 
 import vecenv
 from vecenv.errors import StateError, VecEnvTimeoutError, WorkerDiedError, WorkerError

@@ -282,7 +282,7 @@ def test_control_validates_arguments():
         _core.Control(block, 5, 2, [0] * 5)
 
 
-# ------------------------------------------- parent and worker views (issue 12)
+# ------------------------------------------- parent and worker views: each side gets only its verbs
 
 PARENT_ONLY = {
     "dispatch",

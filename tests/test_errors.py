@@ -9,7 +9,7 @@ from vecenv.errors import WorkerError, as_env_exception
 
 @pytest.mark.timeout(60)
 def test_misspelled_env_id_is_gymnasiums_own_error_and_a_worker_error():
-    # The input: a typo in the id. gymnasium.make_vec raises NameNotFound;
+    # A typo in the id. gymnasium.make_vec raises NameNotFound;
     # vecenv.make raised a bare WorkerError that `except NameNotFound` missed.
     with pytest.raises(gymnasium.error.NameNotFound) as info:
         vecenv.make("CartPoel", 2)

@@ -1,4 +1,4 @@
-"""Fault injection for ShmemVecEnv (issue 3): env errors, dead workers, the
+"""Fault injection for ShmemVecEnv: env errors, dead workers, the
 restart policy, timeouts, bad input and output, Ctrl-C, a SIGKILLed parent and
 close() escalation, under fork and spawn (spawn only where start-up differs).
 
@@ -24,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
+from helpers import InfoEnv, make_control, sigint_after
 
 import vecenv
 from vecenv.errors import RemoteTraceback
@@ -527,31 +528,10 @@ def test_non_finite_reward_is_an_error_only_when_asked(tmp_path):
 # ------------------------------------------------------------ Ctrl-C, parent death, close
 
 
-def _sigint_after(go, delay):
-    """Start and return a thread that sends SIGINT to this process ``delay``
-    seconds after ``go`` is set (nothing if it is not set within 60 s).
-
-    Set ``go`` inside the ``pytest.raises(KeyboardInterrupt)`` block: the
-    delay then starts there. A ``threading.Timer`` started before the block
-    does not do that: ``Thread.start()`` waits for the new thread, and under
-    load a short timer fires while the parent is still in ``start()``, so the
-    interrupt escapes from the test instead of landing in the vec env.
-    """
-
-    def run():
-        if go.wait(60):
-            time.sleep(delay)
-            os.kill(os.getpid(), signal.SIGINT)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
-
 def test_sigint_after_waits_for_go_however_long_start_takes():
     # The harness itself: no SIGINT before go, even with a zero delay.
     go = threading.Event()
-    thread = _sigint_after(go, 0.0)
+    thread = sigint_after(go, 0.0)
     time.sleep(0.2)
     assert thread.is_alive()
     with pytest.raises(KeyboardInterrupt):
@@ -565,7 +545,7 @@ def test_keyboard_interrupt_in_a_wait_leaves_a_resettable_env():
         venv.reset()
         venv.step(ZEROS)
         go = threading.Event()
-        thread = _sigint_after(go, 0.3)
+        thread = sigint_after(go, 0.3)
         try:
             with pytest.raises(KeyboardInterrupt):
                 go.set()
@@ -583,11 +563,9 @@ def test_control_keeps_in_flight_flags_and_forgets_a_dead_workers_envs():
     # In-flight flags change inside dispatch/collect (no Python statement in
     # between for Ctrl-C to split); forget() takes a dead worker's published
     # envs back out of the ready count.
-    from test_channel import _control
-
     from vecenv import _core
 
-    block, ctrl, wk = _control(4, 2, [0, 0, 1, 1])
+    block, ctrl, wk = make_control(4, 2, [0, 0, 1, 1])
     flags = np.zeros(4, bool)
     ctrl.track_in_flight(flags)
     ctrl.dispatch_all(_core.OP_STEP)
@@ -609,29 +587,6 @@ def test_control_keeps_in_flight_flags_and_forgets_a_dead_workers_envs():
     block.close()
 
 
-class InfoEnv(gym.Env):
-    """Observation ``[env_id, t]``; every step sends an info ``{"env", "t"}``
-    over the pipe; episodes terminate at t = 5."""
-
-    def __init__(self, env_id):
-        self.env_id = env_id
-        self.observation_space = gym.spaces.Box(-1e9, 1e9, (2,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-        self.t = 0
-
-    def reset(self, *, seed=None, options=None):
-        self.t = 0
-        return np.array([self.env_id, 0], np.float32), {"env": self.env_id, "t": 0}
-
-    def step(self, action):
-        self.t += 1
-        obs = np.array([self.env_id, self.t], np.float32)
-        return obs, 1.0, self.t >= 5, False, {"env": self.env_id, "t": self.t}
-
-    def pid(self):
-        return os.getpid()
-
-
 def _check_step(obs, dones, infos):
     for i, info in enumerate(infos):
         assert info["env"] == i
@@ -650,7 +605,7 @@ def test_ctrl_c_at_random_points_then_reset_is_consistent():
         venv.reset()
         for _ in range(int(os.environ.get("VECENV_CTRL_C_TRIALS", "15"))):
             go = threading.Event()
-            thread = _sigint_after(go, rng.uniform(0.0, 0.02))
+            thread = sigint_after(go, rng.uniform(0.0, 0.02))
             deadline = time.monotonic() + 30
             with pytest.raises(KeyboardInterrupt):  # DID NOT RAISE if the vec env ate it
                 go.set()

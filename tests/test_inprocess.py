@@ -19,10 +19,9 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-from dropin_envs import WordSpace
 from gymnasium import spaces
+from helpers import Alarm, PayloadEnv, WordSpace, fuzz_lockstep, fuzz_partial, payload_fns
 from reference import assert_tree_equal, stack
-from test_channel import PayloadEnv, _Alarm, _fns, _fuzz_lockstep, _fuzz_partial
 
 import vecenv
 from vecenv.envs import CounterEnv
@@ -423,7 +422,7 @@ def test_actions_are_copied_before_the_step_runs():
 
 # ------------------------------------------------------------ partial batches
 def test_partial_batches_step_the_envs_sent_in_fifo_order():
-    with vecenv.ShmemVecEnv(_fns(4), num_workers=0, batch_size=2) as venv:
+    with vecenv.ShmemVecEnv(payload_fns(4), num_workers=0, batch_size=2) as venv:
         assert venv.reset() is None
         _, _, _, infos, ids = venv.recv()
         assert ids.tolist() == [0, 1] and [i["t"] for i in infos] == [0, 0]
@@ -455,7 +454,7 @@ class SlowEnv(PayloadEnv):
 @pytest.mark.timeout(60, method="thread")  # SIGALRM is the test's own
 def test_ctrl_c_inside_an_env_step_then_reset_is_exact():
     fns = [functools.partial(SlowEnv, i) for i in range(4)]
-    with _Alarm() as alarm:
+    with Alarm() as alarm:
         with vecenv.ShmemVecEnv(fns, num_workers=0) as venv:
             venv.reset()
             acts = np.full(4, 2, np.int64)
@@ -480,12 +479,12 @@ def test_keyboard_interrupt_fuzz_then_reset_is_always_correct(mode):
     rng = np.random.default_rng(21 if mode == "lockstep" else 22)
     stats = {"interrupts": 0, "pending_step": 0, "broken": 0}
     kw = {"batch_size": 3} if mode == "partial" else {}
-    with _Alarm() as alarm:
-        with vecenv.ShmemVecEnv(_fns(6), num_workers=0, **kw) as venv:
+    with Alarm() as alarm:
+        with vecenv.ShmemVecEnv(payload_fns(6), num_workers=0, **kw) as venv:
             if mode == "lockstep":
-                _fuzz_lockstep(venv, alarm, rng, trials, stats)
+                fuzz_lockstep(venv, alarm, rng, trials, stats)
             else:
-                _fuzz_partial(venv, alarm, rng, trials, stats)
+                fuzz_partial(venv, alarm, rng, trials, stats)
     assert stats["broken"] == 0  # no pipe to cut
     assert stats["interrupts"] > trials // 10, stats
 
@@ -540,7 +539,7 @@ def test_garbage_collection_without_close_closes_the_envs():
 
 
 def test_copy_false_views_outlive_close_safely():
-    venv = vecenv.ShmemVecEnv(_fns(2), num_workers=0, copy=False)
+    venv = vecenv.ShmemVecEnv(payload_fns(2), num_workers=0, copy=False)
     obs = venv.reset()
     venv.close()
     assert obs.tolist() == [[0, 0, -1], [1, 0, -1]]  # the mapping stays while a view lives
@@ -558,20 +557,20 @@ def test_copy_false_views_outlive_close_safely():
 def test_options_that_in_process_cannot_honour_are_refused(kw, match):
     fds = _fds()
     with pytest.raises(InvalidArgumentError, match=match):
-        vecenv.ShmemVecEnv(_fns(2), num_workers=0, **kw)
+        vecenv.ShmemVecEnv(payload_fns(2), num_workers=0, **kw)
     assert _fds() == fds
 
 
 def test_bad_num_workers_messages_name_zero():
     with pytest.raises(InvalidArgumentError, match=r"int >= 0 \(0: in-process"):
-        vecenv.ShmemVecEnv(_fns(2), num_workers=-1)
+        vecenv.ShmemVecEnv(payload_fns(2), num_workers=-1)
     with pytest.raises(InvalidArgumentError, match="num_workers"):
-        vecenv.ShmemVecEnv(_fns(2), num_workers=False)
+        vecenv.ShmemVecEnv(payload_fns(2), num_workers=False)
 
 
 def test_options_without_effect_are_accepted():
     with vecenv.ShmemVecEnv(
-        _fns(2),
+        payload_fns(2),
         num_workers=0,
         start_timeout=0.001,
         spin=1.0,
@@ -586,7 +585,7 @@ def test_options_without_effect_are_accepted():
 
 def test_sigint_is_not_touched():
     before = signal.getsignal(signal.SIGINT)
-    with vecenv.ShmemVecEnv(_fns(2), num_workers=0) as venv:
+    with vecenv.ShmemVecEnv(payload_fns(2), num_workers=0) as venv:
         assert signal.getsignal(signal.SIGINT) is before
         venv.reset()
     assert signal.getsignal(signal.SIGINT) is before

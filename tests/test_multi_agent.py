@@ -29,11 +29,6 @@ from vecenv.errors import (  # noqa: E402
 )
 from vecenv.pettingzoo_envs import MatchEnv, SpawnDieEnv  # noqa: E402
 
-try:  # the Ray fixtures (a one-node cluster on loopback only)
-    from test_ray import loopback_namespace, one_node  # noqa: F401
-except ImportError:  # pragma: no cover - without ray
-    pass
-
 
 # ---------------------------------------------------------------- test envs
 class ScriptedEnv(ParallelEnv):
@@ -287,7 +282,8 @@ def test_aec_envs_are_converted(make_venv):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("batch_size", [None, 2])
 def test_actions_reach_the_right_env_and_agent(make_venv, batch_size):
-    # EnvPool #296: per-player actions routed to the wrong envs. Each env
+    # Per-player actions must reach their own env and agent (a multi-agent
+    # pool can route them to the wrong envs: EnvPool did). Each env
     # carries its index as a tag; each agent echoes its last action.
     fns = [functools.partial(spawn_die, tag=i) for i in range(6)]
     venv = make_venv(fns, num_workers=3, batch_size=batch_size)

@@ -18,9 +18,9 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-from conftest import _is_ours
+from helpers import compare_rollout as _compare_rollout
+from helpers import is_ours as _is_ours
 from reference import assert_tree_equal
-from test_shmem_vec_env import _compare_rollout
 
 import vecenv
 from vecenv.envs import CounterEnv

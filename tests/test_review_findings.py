@@ -14,7 +14,7 @@ import signal
 import gymnasium as gym
 import numpy as np
 import pytest
-from test_faults import InfoEnv
+from helpers import InfoEnv
 
 import vecenv
 

@@ -1,4 +1,8 @@
-"""ShmemVecEnv end to end: trajectories, spaces, copies, the GIL, clean-up."""
+"""ShmemVecEnv end to end (vecenv/shmem_vec_env.py): trajectories, spaces,
+copies, the GIL, clean-up; the seed's contract (reset() cancels a pending
+step, Tuple/Dict actions come batched or per env, actions reach the envs as
+given) and the engine options the drop-ins use (``check_actions``,
+``pickled_leaves``)."""
 
 import functools
 import gc
@@ -11,6 +15,7 @@ import numpy as np
 import psutil
 import pytest
 from gymnasium import spaces
+from helpers import WordSpace, compare_rollout, describe
 from reference import assert_tree_equal, rollout_loop, stack
 
 import vecenv
@@ -29,30 +34,6 @@ def _counter_fns(n):
     return [functools.partial(CounterEnv, env_id=i, episode_length=3 + i % 3) for i in range(n)]
 
 
-def _compare_rollout(venv, env_fns, actions, seed):
-    first, steps = rollout_loop(env_fns, actions, seed)
-    venv.seed(seed)
-    assert_tree_equal(venv.reset(), first)
-    ends = 0
-    for acts, (obs, rews, dones, terminal) in zip(actions, steps):
-        v_obs, v_rews, v_dones, v_infos = venv.step(acts)
-        assert_tree_equal(v_obs, obs)
-        np.testing.assert_array_equal(v_rews, rews)
-        assert v_rews.dtype == np.float64
-        np.testing.assert_array_equal(v_dones, dones)
-        assert isinstance(v_infos, list) and len(v_infos) == venv.num_envs
-        for i, info in enumerate(v_infos):
-            if i in terminal:
-                ends += 1
-                assert_tree_equal(
-                    info["terminal_observation"], terminal[i][0], f"terminal obs of env {i}"
-                )
-                assert info["TimeLimit.truncated"] == terminal[i][1]
-            else:
-                assert "terminal_observation" not in info
-    return ends
-
-
 @pytest.mark.parametrize("context", CONTEXTS)
 @pytest.mark.parametrize("envs_per_worker", [1, 3])
 def test_cartpole_matches_plain_loop(context, envs_per_worker):
@@ -62,7 +43,7 @@ def test_cartpole_matches_plain_loop(context, envs_per_worker):
     actions = rng.integers(0, 2, size=(80, n))
     with vecenv.ShmemVecEnv(env_fns, envs_per_worker=envs_per_worker, context=context) as venv:
         assert venv.observation_space == gym.make("CartPole-v1").observation_space
-        ends = _compare_rollout(venv, env_fns, actions, seed=123)
+        ends = compare_rollout(venv, env_fns, actions, seed=123)
     assert ends > 0, "episodes must end during the test so autoreset is covered"
 
 
@@ -76,7 +57,7 @@ def test_dict_tuple_env_matches_plain_loop(context, envs_per_worker):
         obs = venv.reset()
         assert isinstance(obs, dict) and isinstance(obs["pair"], tuple)
         assert obs["count"].shape == (n,) and obs["pair"][1].shape == (n, 2)
-        ends = _compare_rollout(venv, env_fns, actions, seed=7)
+        ends = compare_rollout(venv, env_fns, actions, seed=7)
     assert ends > 0
 
 
@@ -446,3 +427,153 @@ def test_terminal_observation_is_taken_before_the_automatic_reset(batch_size):
             assert info["terminal_observation"].tolist() == [3, 3, 3]
             assert info["TimeLimit.truncated"] is False
         assert venv.reset_infos[0] == {}
+
+
+# ---------------------------------------------------------------- the seed's contract
+FORK = {"context": "fork", "num_workers": 2}
+TUPLE = spaces.Tuple((spaces.Discrete(3), spaces.Box(0.0, 1.0, (2,), np.float32)))
+DICT = spaces.Dict({"a": spaces.Discrete(3), "b": spaces.Box(0.0, 1.0, (), np.float64)})
+
+
+class ActionRecordingEnv(gym.Env):
+    """Observation: [steps since reset, last action's first leaf]; records
+    the type and value of each action; fails on action 2 when ``fragile``."""
+
+    def __init__(self, action_space=None, fragile=False):
+        self.action_space = action_space if action_space is not None else spaces.Discrete(3)
+        self.observation_space = spaces.Box(-100.0, 100.0, (2,), np.float64)
+        self.fragile = fragile
+        self.t = 0
+        self.seen = None
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2), {}
+
+    def step(self, action):
+        self.t += 1
+        self.seen = describe(action)
+        first = action[0] if isinstance(action, tuple) else action
+        first = action["a"] if isinstance(action, dict) else first
+        if self.fragile and first == 2:
+            raise ValueError("action 2")
+        return np.array([self.t, float(first)]), 0.0, False, False, {}
+
+    def last_action(self):
+        return self.seen
+
+
+def test_reset_while_a_step_is_pending_cancels_it():
+    with vecenv.ShmemVecEnv([lambda: ActionRecordingEnv(fragile=True)] * 3, **FORK) as venv:
+        venv.reset()
+        venv.step_async(np.array([1, 1, 1]))
+        obs = venv.reset()  # the seed: "that work will be cancelled"
+        assert obs[:, 0].tolist() == [0, 0, 0]
+        with pytest.raises(vecenv.StateError, match="step_async"):
+            venv.step_wait()
+        venv.step_async(np.array([2, 0, 0]))  # env 0 raises; the error is dropped
+        assert venv.reset()[:, 0].tolist() == [0, 0, 0]
+        obs, *_ = venv.step(np.array([1, 1, 1]))
+        assert obs[:, 0].tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("check_actions", [False, True])
+def test_tuple_actions_batched_or_per_env(check_actions):
+    batched = (np.array([0, 1, 2]), np.full((3, 2), 0.5, np.float32))
+    per_env = [(i, np.full(2, 0.5, np.float32)) for i in range(3)]
+    with vecenv.ShmemVecEnv(
+        [lambda: ActionRecordingEnv(TUPLE)] * 3, check_actions=check_actions, **FORK
+    ) as venv:
+        venv.reset()
+        obs, *_ = venv.step(batched)
+        assert obs[:, 1].tolist() == [0, 1, 2]
+        from_batch = venv.env_method("last_action")
+        obs, *_ = venv.step(per_env)
+        assert obs[:, 1].tolist() == [0, 1, 2]
+        from_list = venv.env_method("last_action")
+        assert [a[0][1] for a in from_list] == [0, 1, 2]
+        if check_actions:  # both cast into shared memory: the same types
+            assert from_batch == from_list
+        else:  # the envs get the caller's own elements
+            assert from_list[1][0] == ("int", 1)
+            assert from_batch[1][0] == ("int64", 1)
+
+
+@pytest.mark.parametrize("check_actions", [False, True])
+def test_dict_actions_batched_or_per_env(check_actions):
+    batched = {"a": np.array([2, 1, 0]), "b": np.array([0.5, 0.25, 0.0])}
+    per_env = [{"a": 2 - i, "b": 0.5 / (i + 1)} for i in range(3)]
+    with vecenv.ShmemVecEnv(
+        [lambda: ActionRecordingEnv(DICT)] * 3, check_actions=check_actions, **FORK
+    ) as venv:
+        venv.reset()
+        for actions in (batched, per_env):
+            obs, *_ = venv.step(actions)
+            assert obs[:, 1].tolist() == [2, 1, 0]
+
+
+def test_actions_reach_the_envs_unchecked_by_default():
+    with vecenv.ShmemVecEnv([ActionRecordingEnv] * 3, **FORK) as venv:
+        venv.reset()
+        obs, *_ = venv.step(np.array([5, -1, 0]))  # outside Discrete(3): the env decides
+        assert obs[:, 1].tolist() == [5, -1, 0]
+        venv.step(np.array([0.5, 1.0, 2.0]))  # float64 elements, as given
+        assert venv.env_method("last_action")[0] == ("float64", 0.5)
+        with pytest.raises(vecenv.InvalidArgumentError, match="got 2 actions, expected 3"):
+            venv.step_async([0, 1])
+        with pytest.raises(vecenv.ActionTypeError, match="one action per env"):
+            venv.step_async(np.int64(1))
+    with vecenv.ShmemVecEnv([ActionRecordingEnv] * 3, check_actions=True, **FORK) as venv:
+        venv.reset()
+        with pytest.raises(vecenv.InvalidArgumentError, match="outside Discrete"):
+            venv.step_async(np.array([5, -1, 0]))
+
+
+def test_partial_batches_send_piped_actions():
+    with vecenv.ShmemVecEnv([ActionRecordingEnv] * 4, batch_size=2, **FORK) as venv:
+        venv.reset()
+        steps = 0
+        for _ in range(8):
+            obs, _, _, _, ids = venv.recv()
+            for i, o in zip(ids.tolist(), obs):
+                if o[0] > 0:  # a step's observation echoes the action its env was sent
+                    assert o[1] == i % 3
+                    steps += 1
+            venv.send([i % 3 for i in ids.tolist()], ids)  # a list: through the pipes
+        assert steps >= 8
+
+
+# ---------------------------------------------------------------- pickled leaves (opt-in)
+class WordEnv(gym.Env):
+    """Observation (word, step count); action: a word; episodes of 2 steps."""
+
+    def __init__(self):
+        self.observation_space = spaces.Tuple((WordSpace(), spaces.Discrete(10)))
+        self.action_space = WordSpace()
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return ("reset", 0), {}
+
+    def step(self, action):
+        self.t += 1
+        return (f"step({action})", self.t), 1.0, self.t == 2, False, {}
+
+
+def test_pickled_leaves_are_an_opt_in():
+    with pytest.raises(vecenv.SpaceError, match="no fixed size"):
+        vecenv.ShmemVecEnv([WordEnv] * 2, **FORK)
+
+
+def test_pickled_leaves_with_sb3_autoreset():
+    with vecenv.ShmemVecEnv([WordEnv] * 2, pickled_leaves=True, **FORK) as venv:
+        words, counts = venv.reset()
+        assert words == ("reset", "reset") and counts.tolist() == [0, 0]
+        (words, counts), _, dones, _ = venv.step(["a", "b"])
+        assert words == ("step(a)", "step(b)") and counts.tolist() == [1, 1]
+        (words, counts), _, dones, infos = venv.step(("c", "d"))
+        assert dones.all() and words == ("reset", "reset")
+        assert [i["terminal_observation"][0] for i in infos] == ["step(c)", "step(d)"]
+        assert [int(i["terminal_observation"][1]) for i in infos] == [2, 2]

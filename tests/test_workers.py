@@ -1,5 +1,5 @@
 """Workers that behave like the user's own process, and errors that blame the
-right env (issue 14): the parent's environment under every start method,
+right env: the parent's environment under every start method,
 distinct and reproducible global random streams, a clear start-up timeout
 when a forked worker inherits a held lock, and the env a crash or a stall
 happened in when several envs share a worker.
