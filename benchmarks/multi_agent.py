@@ -43,6 +43,7 @@ from vecenv._cpus import usable_cpus
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # the suite package (not there under python -P)
     sys.path.insert(0, str(HERE))
+from suite.contenders import best_layout_candidates  # noqa: E402
 from suite.machine import git_info, load_average, machine_info, package_versions  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -168,7 +169,7 @@ class PufferSession(Session):
 
 def contenders(num_envs: int, cores: int, quick: bool) -> Dict[str, Callable[[Any], Session]]:
     out: Dict[str, Callable[[Any], Session]] = {"raw": RawSession}
-    layouts = sorted({w for w in (1, cores, 2 * cores) if w <= num_envs})
+    layouts = best_layout_candidates(num_envs, cores)  # the suite's vecenv_best's
     if quick:
         layouts = [cores]
     for w in layouts:

@@ -18,6 +18,8 @@ import warnings
 import gymnasium
 import pytest
 
+from vecenv import _autolayout
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 RUN = BENCHMARKS / "run.py"
@@ -360,8 +362,18 @@ def test_large_sizes_skip_the_process_per_env_peers(suite):
     assert "one process per env" in suite.contenders.contender_fits("gym_async", 256)
     assert "one process per env" in suite.contenders.contender_fits("sb3", 256)
     assert suite.contenders.contender_fits("vecenv_auto", 256) is None
-    assert suite.contenders.best_layout_candidates(256, 2) == [1, 2, 4]
-    assert suite.contenders.best_layout_candidates(16, 2) == [1, 2, 4, 16]
+
+
+def test_vecenv_best_tries_every_count_the_auto_model_may_choose(suite):
+    """vecenv_best is the bar for vecenv_auto: its trials span what the auto
+    layout's model ranks for any env, up to 4 workers per core."""
+    assert suite.contenders.best_layout_candidates(256, 2) == [1, 2, 4, 8]
+    assert suite.contenders.best_layout_candidates(16, 2) == [1, 2, 4, 8]
+    assert suite.contenders.best_layout_candidates(3, 2) == [1, 2, 3]
+    for n, cores in [(2, 2), (16, 2), (64, 6), (256, 16)]:
+        most = _autolayout.candidate_workers(n, cores, cpu_fraction=0.0)[-1]
+        got = suite.contenders.best_layout_candidates(n, cores)
+        assert got[0] == 1 and got[-1] == most and cores in got
 
 
 def test_batch_copy_floor(suite):
@@ -397,9 +409,10 @@ def test_benchmark_modules_import_only_the_modules_below_them():
     for k, name in enumerate(order):
         below = {f"suite.{m}" for m in order[:k]}
         got = _imports(package / f"{name}.py")
-        # suite.command runs benchmarks/multi_agent.py, which needs only suite.machine.
+        # suite.command runs benchmarks/multi_agent.py, which imports suite.machine
+        # and suite.contenders only.
         extra = {"multi_agent"} if name == "command" else set()
         assert got <= below | extra, f"suite.{name} imports {sorted(got - below - extra)}"
     assert _imports(RUN) == {"suite.command"}
-    assert _imports(BENCHMARKS / "multi_agent.py") == {"suite.machine"}
+    assert _imports(BENCHMARKS / "multi_agent.py") == {"suite.contenders", "suite.machine"}
     assert _imports(BENCHMARKS / "ray_overhead.py") == {"suite.machine"}

@@ -15,7 +15,7 @@ checks it)::
     report      the tables, the Markdown summary, the conclusion, the files
     command     the command line, the loop over cells, estimate and ETA
 
-``benchmarks/multi_agent.py`` and ``benchmarks/ray_overhead.py`` use
-:mod:`suite.machine`; :mod:`suite.command` runs ``multi_agent`` after the
-default suite.
+``benchmarks/ray_overhead.py`` uses :mod:`suite.machine`,
+``benchmarks/multi_agent.py`` that and :mod:`suite.contenders` (the layouts to
+try); :mod:`suite.command` runs ``multi_agent`` after the default suite.
 """

@@ -14,6 +14,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
+from vecenv._autolayout import workers_to_time
+
 from .envs import ACTION_POOL, EnvSpec, sample_actions
 from .measure import measure
 
@@ -184,13 +186,13 @@ def _open_vecenv(ctx: Ctx, **layout) -> Session:
 
 
 def best_layout_candidates(num_envs: int, cores: int) -> List[int]:
-    """Worker counts that ``vecenv_best`` tries: one worker (parent + 1 may both
-    spin), one fewer than the cores, one per core, two per core, one per env (up
-    to 64 envs: beyond, that many processes only measure the machine's memory)."""
-    cands = {1, max(1, cores - 1), cores, 2 * cores}
-    if num_envs <= 64:
-        cands.add(num_envs)
-    return sorted(c for c in cands if 1 <= c <= num_envs)
+    """Worker counts that ``vecenv_best`` (and the multi-agent cells) try: those
+    that the auto layout's model would time for any env
+    (:func:`vecenv._autolayout.workers_to_time` with ``cpu_fraction`` 0: 1, the
+    powers of two, cores-1, cores, up to 4 workers per core for an env that
+    waits). ``vecenv_best`` is what the ``auto_vs_best`` target holds
+    ``vecenv_auto`` against, so it covers every count the model may choose."""
+    return workers_to_time(num_envs, cores, cpu_fraction=0.0)
 
 
 def _open_vecenv_best(ctx: Ctx) -> Session:
@@ -362,8 +364,9 @@ CONTENDERS: Dict[str, Contender] = {
             "vecenv lockstep (best layout)",
             _open_vecenv_best,
             vecenv=True,
-            note="ShmemVecEnv with the fastest num_workers among 1, cores-1, cores, 2*cores, "
-            "num_envs, picked by a short trial before the rounds",
+            note="ShmemVecEnv with the fastest num_workers among those the auto layout's model "
+            "would time for any env (1, powers of two, cores-1, cores, up to 4 per core), "
+            "picked by a short trial before the rounds",
         ),
         Contender(
             "vecenv_auto",
