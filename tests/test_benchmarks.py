@@ -416,3 +416,19 @@ def test_benchmark_modules_import_only_the_modules_below_them():
     assert _imports(RUN) == {"suite.command"}
     assert _imports(BENCHMARKS / "multi_agent.py") == {"suite.contenders", "suite.machine"}
     assert _imports(BENCHMARKS / "ray_overhead.py") == {"suite.machine"}
+
+
+def test_the_wait_wake_floor_is_only_for_layouts_with_workers(suite):
+    def session(**layout):
+        s = suite.contenders.Session()
+        s.layout = layout
+        return s
+
+    lockstep = suite.contenders.lockstep_vecenv
+    assert lockstep("vecenv", session(num_workers=2, spin_s=2e-4))
+    # In process (vecenv_inprocess, or vecenv_auto choosing it) nothing waits:
+    # the floor program takes no 0-worker run.
+    assert not lockstep("vecenv_inprocess", session(num_workers=0, spin_s=0.0))
+    assert not lockstep("vecenv_auto", session(num_workers=0, spin_s=0.0))
+    assert not lockstep("vecenv_async", session(num_workers=2, batch_size=4))
+    assert not lockstep("gym_sync", session())

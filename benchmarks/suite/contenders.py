@@ -453,12 +453,13 @@ def is_vecenv(name: str) -> bool:
 
 
 def lockstep_vecenv(name: str, s: Optional[Session]) -> bool:
-    """A vecenv contender that steps all envs per call with a known layout:
-    the wait/wake floor for its worker count is its overhead's floor."""
+    """A vecenv contender that steps all envs per call in worker processes
+    with a known layout: the wait/wake floor for its worker count is its
+    overhead's floor (in process, ``num_workers=0``, nothing waits or wakes)."""
     return (
         s is not None
         and name in CONTENDERS
         and CONTENDERS[name].vecenv
-        and "num_workers" in s.layout
+        and (s.layout.get("num_workers") or 0) >= 1
         and "batch_size" not in s.layout
     )
