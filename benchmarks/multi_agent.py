@@ -85,7 +85,8 @@ class Session:
 
     rows: int
 
-    def step(self, actions) -> None:
+    def step(self, actions) -> int:
+        """Step one batch; returns the agent rows that acted."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -158,7 +158,7 @@ def plot_all(report: Dict[str, Any], path: Path) -> Optional[str]:
         lines(ax, "noop", lambda e: (e["latency_us_per_call"] or {}).get("p50"))
         ax.set_title("noop: latency per batch step (p50)")
         ax.set_ylabel("microseconds")
-    handles = {}
+    handles: Dict[str, Any] = {}
     for ax in axes.flat:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)

@@ -78,13 +78,11 @@ def record_cell(spec, n, cores, sessions, rates, lats, floors, report) -> None:
             "vs_reference": med / ref_med if ref_med else None,
             "vs_ideal": med / ideal if ideal else None,
         }
-        key = (
-            (s.layout["num_workers"], s.layout.get("spin_s") or 0.0)
-            if lockstep_vecenv(name, s)
-            else None
-        )
-        fl = floor_p50.get(key)
-        if fl and entry["latency_us_per_call"] is not None and raw_med:
+        key = None
+        if s is not None and lockstep_vecenv(name, s):
+            key = (s.layout["num_workers"], s.layout.get("spin_s") or 0.0)
+        fl = floor_p50.get(key) if key is not None else None
+        if s is not None and key is not None and fl and entry["latency_us_per_call"] and raw_med:
             # Env work on the critical path: the busiest worker steps its envs in turn.
             work_us = s.layout.get("envs_per_worker", 1) * 1e6 / raw_med
             overhead = entry["latency_us_per_call"]["p50"] - work_us

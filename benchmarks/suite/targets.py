@@ -75,7 +75,7 @@ def _one_worker_rate(entries) -> Tuple[Optional[float], str]:
         if _is_lockstep_layout(e) and (e.get("layout") or {}).get("num_workers") == 1
     ]
     if ones:
-        e = fastest(ones)
+        e = max(ones, key=rate)
         return rate(e), f"{e['contender']} (1 worker)"
     for e in entries:
         trials = (e.get("layout") or {}).get("trials_env_steps_per_s") or {}
