@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
-import os
 import statistics
 import sys
 import time
@@ -40,9 +38,13 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
+from vecenv._cpus import usable_cpus
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from run import git_info, machine_info, usable_cores  # noqa: E402
+if str(HERE) not in sys.path:  # the suite package (not there under python -P)
+    sys.path.insert(0, str(HERE))
+from suite.contenders import best_layout_candidates  # noqa: E402
+from suite.machine import git_info, load_average, machine_info, package_versions  # noqa: E402
 
 warnings.filterwarnings("ignore")
 ACTION_POOL = 64
@@ -83,7 +85,8 @@ class Session:
 
     rows: int
 
-    def step(self, actions) -> None:
+    def step(self, actions) -> int:
+        """Step one batch; returns the agent rows that acted."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -167,7 +170,7 @@ class PufferSession(Session):
 
 def contenders(num_envs: int, cores: int, quick: bool) -> Dict[str, Callable[[Any], Session]]:
     out: Dict[str, Callable[[Any], Session]] = {"raw": RawSession}
-    layouts = sorted({w for w in (1, cores, 2 * cores) if w <= num_envs})
+    layouts = best_layout_candidates(num_envs, cores)  # the suite's vecenv_best's
     if quick:
         layouts = [cores]
     for w in layouts:
@@ -293,16 +296,6 @@ def run_cell(name, fn, num_envs, cores, rounds, seconds, quick, only) -> Dict[st
     return result
 
 
-def versions() -> Dict[str, Optional[str]]:
-    out = {}
-    for name in PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
 def fmt(x: Optional[float]) -> str:
     return "-" if x is None else f"{x / 1e3:.1f}k"
 
@@ -369,7 +362,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.quick:
         args.rounds, args.seconds = 1, 0.3
-    cores = usable_cores()
+    cores = usable_cpus()
     only = args.only.split(",") if args.only else None
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     machine = machine_info()  # before the run: its load average is the start's
@@ -381,9 +374,9 @@ def main(argv=None) -> int:
         )
     result = {
         "started": started,
-        "load_average_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "load_average_end": load_average(),
         "machine": machine,
-        "versions": versions(),
+        "versions": package_versions(PACKAGES),
         "git": git_info(),
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "cells": cells,

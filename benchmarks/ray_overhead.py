@@ -27,18 +27,23 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import importlib.util
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from vecenv._cpus import usable_cpus
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # the suite package (not there under python -P)
+    sys.path.insert(0, str(HERE))
+from suite.machine import cpu_model, git_info, package_versions  # noqa: E402
 
 
 def _loopback_namespace() -> bool:
@@ -52,7 +57,6 @@ def _loopback_namespace() -> bool:
     return module.loopback_namespace()
 
 
-HERE = Path(__file__).resolve().parent
 ENVS = {"noop": "vecenv/Noop-v0", "bigobs": "vecenv/BigObs-v0"}
 
 
@@ -65,17 +69,9 @@ def _make(env_id):
 
 
 def _machine():
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next(
-                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model
-            )
-    except OSError:
-        pass
     return {
-        "cpu_model": model,
-        "usable_cores": len(os.sched_getaffinity(0)),
+        "cpu_model": cpu_model(),
+        "usable_cores": usable_cpus(),
         "load_average": list(os.getloadavg()),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -83,21 +79,8 @@ def _machine():
 
 
 def _versions():
-    out = {}
-    for name in ("vecenv", "ray", "numpy", "gymnasium"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    try:
-        out["commit"] = subprocess.run(
-            ["git", "-C", str(HERE.parent), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        out["commit"] = None
+    out = package_versions(("vecenv", "ray", "numpy", "gymnasium"))
+    out["commit"] = git_info()["commit"]
     return out
 
 

@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 
+from vecenv import _autolayout as al
 from vecenv import bench
 
 QUICK = ("--seconds", "0.1", "--warmup", "0.05")
@@ -91,10 +92,34 @@ def test_cli_names_an_env_it_cannot_make(tmp_path):
 def test_layout_candidates():
     assert bench.layout_candidates(16, 2) == [1, 2]
     assert bench.layout_candidates(16, 16) == [1, 2, 4, 8, 15, 16]
-    assert bench.layout_candidates(3, 16) == [1, 2]
+    assert bench.layout_candidates(3, 16) == [1, 2, 3]  # one worker per env at most
     assert bench.layout_candidates(1, 1) == [1]
     with pytest.raises(ValueError, match="num_envs"):
         bench.layout_candidates(0, 2)
+
+
+@pytest.mark.parametrize("num_envs", [1, 2, 3, 7, 16, 64, 256])
+@pytest.mark.parametrize("cores", [1, 2, 3, 6, 16, 64])
+def test_layout_candidates_are_layouts_the_auto_model_ranks(num_envs, cores):
+    """What the CLI times is a few of what num_workers="auto" ranks for an env
+    that computes: from 1 worker to the most the model considers."""
+    ranked = al.candidate_workers(num_envs, cores)
+    got = bench.layout_candidates(num_envs, cores)
+    assert got == sorted(set(got)) and set(got) <= set(ranked)
+    assert got[0] == 1 and got[-1] == ranked[-1] == min(num_envs, cores)
+    # The model's choice for a costly env lies in the span that was timed.
+    lay = al.choose_layout(1000.0, 16, num_envs, cores)
+    assert 1 <= lay.num_workers <= got[-1]
+
+
+def test_layouts_to_time_for_an_env_that_waits_oversubscribe_as_the_model_does():
+    assert al.workers_to_time(16, 2, cpu_fraction=0.0) == [1, 2, 4, 8]
+    assert al.workers_to_time(256, 2, cpu_fraction=0.0) == [1, 2, 4, 8]
+    assert al.workers_to_time(16, 2, cpu_fraction=0.5) == [1, 2, 4]
+    lay = al.choose_layout(1000.0, 16, 16, 2, cpu_fraction=0.01)
+    assert lay.num_workers in al.workers_to_time(16, 2, cpu_fraction=0.0)
+    with pytest.raises(ValueError, match="cpu_fraction"):
+        al.workers_to_time(16, 2, cpu_fraction=1.5)
 
 
 def _results(vec, sync, gasync=10.0):

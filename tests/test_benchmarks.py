@@ -4,6 +4,8 @@ subprocess writes a JSON report with machine info, versions and results.
 No timing assertions: the numbers only have to exist and be positive.
 """
 
+import ast
+import importlib
 import importlib.util
 import io
 import json
@@ -16,21 +18,25 @@ import warnings
 import gymnasium
 import pytest
 
+from vecenv import _autolayout
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RUN = ROOT / "benchmarks" / "run.py"
+BENCHMARKS = ROOT / "benchmarks"
+RUN = BENCHMARKS / "run.py"
 
 
 @pytest.fixture(scope="module")
-def bench_run():
-    """benchmarks/run.py as a module (its functions, no run)."""
-    spec = importlib.util.spec_from_file_location("_bench_run", RUN)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
+def suite():
+    """benchmarks/suite, the package behind run.py (its modules, no run)."""
+    sys.path.insert(0, str(BENCHMARKS))
     try:
-        spec.loader.exec_module(module)
-        yield module
+        importlib.import_module("suite.command")  # imports every module of the package
+        yield importlib.import_module("suite")
     finally:
-        sys.modules.pop(spec.name, None)
+        sys.path.remove(str(BENCHMARKS))
+        for name in [m for m in sys.modules if m == "suite" or m.startswith("suite.")]:
+            del sys.modules[name]
+        sys.modules.pop("multi_agent", None)
 
 
 def _run(args, timeout):
@@ -43,7 +49,7 @@ def _run(args, timeout):
 
 
 @pytest.mark.timeout(300)
-def test_quick_run_writes_report(tmp_path, bench_run):
+def test_quick_run_writes_report(tmp_path, suite):
     out = tmp_path / "res" / "bench.json"
     r = _run(
         [
@@ -117,7 +123,7 @@ def test_quick_run_writes_report(tmp_path, bench_run):
     # Markdown summary next to the JSON has them too.
     statuses = {t["status"] for t in report["targets"]}
     assert statuses == {"missing"}
-    assert len(report["targets"]) == len(bench_run.TARGETS)
+    assert len(report["targets"]) == len(suite.targets.TARGETS)
     md = out.with_suffix(".md").read_text()
     assert "| vecenv | " in md and "## Targets (issue 16)" in md
 
@@ -134,12 +140,13 @@ def test_unknown_contender_is_a_usage_error(tmp_path):
     assert not (tmp_path / "x.json").exists()
 
 
-def test_a_users_run_goes_to_an_ignored_folder(bench_run):
-    args = bench_run.parse_args([])
+def test_a_users_run_goes_to_an_ignored_folder(suite):
+    args = suite.command.parse_args([])
     assert args.out.parent == ROOT / "benchmarks" / "results" / "local"
     assert args.out.name.startswith("run-") and args.out.suffix == ".json"
     assert (
-        bench_run.parse_args(["--publish"]).out == ROOT / "benchmarks" / "results" / "latest.json"
+        suite.command.parse_args(["--publish"]).out
+        == ROOT / "benchmarks" / "results" / "latest.json"
     )
     if shutil.which("git") and (ROOT / ".git").exists():
         r = subprocess.run(
@@ -148,28 +155,28 @@ def test_a_users_run_goes_to_an_ignored_folder(bench_run):
         assert r.returncode == 0, f"{args.out} is not git-ignored"
 
 
-def test_out_and_publish_together_is_a_usage_error(bench_run, capsys):
+def test_out_and_publish_together_is_a_usage_error(suite, capsys):
     with pytest.raises(SystemExit) as info:
-        bench_run.parse_args(["--publish", "--out", "x.json"])
+        suite.command.parse_args(["--publish", "--out", "x.json"])
     assert info.value.code == 2
     assert "--out and --publish" in capsys.readouterr().err
 
 
-def test_quick_is_small_and_its_estimate_says_so(bench_run):
-    args = bench_run.parse_args(["--quick"])
+def test_quick_is_small_and_its_estimate_says_so(suite):
+    args = suite.command.parse_args(["--quick"])
     assert args.envs == ["cartpole"] and args.num_envs == [8] and args.rounds == 1
     assert args.contenders == ["vecenv", "vecenv_best", "gym_sync", "gym_async"]
-    assert bench_run.estimate_cell_s(args, "cartpole", 8, 2) < 10
+    assert suite.command.estimate_cell_s(args, "cartpole", 8, 2) < 10
     # The default suite's estimate on 2 cores: minutes, as the README says.
-    full = bench_run.parse_args([])
-    cells = bench_run.suite_cells(full)
-    total = sum(bench_run.estimate_cell_s(full, k, n, 2) for k, n in cells)
+    full = suite.command.parse_args([])
+    cells = suite.command.suite_cells(full)
+    total = sum(suite.command.estimate_cell_s(full, k, n, 2) for k, n in cells)
     assert 5 * 60 < total < 15 * 60
     # 64 and 256 envs only for the cheap envs (and every size --num-envs names).
     assert {n for k, n in cells if k in ("noop", "cartpole")} == {2, 4, 8, 16, 64, 256}
     assert {n for k, n in cells if k not in ("noop", "cartpole")} == {2, 4, 8, 16}
-    given = bench_run.parse_args(["--envs", "pong", "--num-envs", "256"])
-    assert bench_run.suite_cells(given) == [("pong", 256)]
+    given = suite.command.parse_args(["--envs", "pong", "--num-envs", "256"])
+    assert suite.command.suite_cells(given) == [("pong", 256)]
 
 
 def _entry(env, n, contender, rate, **layout):
@@ -182,7 +189,7 @@ def _entry(env, n, contender, rate, **layout):
     }
 
 
-def test_conclusion_names_fastest_layout_and_where_sync_is_as_fast(bench_run):
+def test_conclusion_names_fastest_layout_and_where_sync_is_as_fast(suite):
     report = {
         "machine": {"usable_cores": 2},
         "envs": {"CartPole-v1": {}},
@@ -196,7 +203,7 @@ def test_conclusion_names_fastest_layout_and_where_sync_is_as_fast(bench_run):
             _entry("CartPole-v1", 16, "envpool_async", 390e3),
         ],
     }
-    rows = bench_run.conclude(report)
+    rows = suite.report.conclude(report)
     assert [(r["num_envs"], r["fastest"], r["vecenv_best"]) for r in rows] == [
         (2, "gym_sync", "vecenv_best"),
         (16, "envpool_async", "vecenv_best"),
@@ -204,12 +211,12 @@ def test_conclusion_names_fastest_layout_and_where_sync_is_as_fast(bench_run):
     assert rows[0]["gym_sync_vs_vecenv"] == pytest.approx(1.5)
     assert rows[1]["best_peer"] == "envpool_async"
     report["conclusion"] = rows
-    console = bench_run.Console()
+    console = suite.console.Console()
     console.rich = None  # plain lines
     buf = io.StringIO()
     old, sys.stdout = sys.stdout, buf
     try:
-        bench_run.print_conclusion(report, console)
+        suite.report.print_conclusion(report, console)
     finally:
         sys.stdout = old
     text = buf.getvalue()
@@ -229,12 +236,12 @@ class _WarningEnv(gymnasium.Env):
         warnings.warn("this env is deprecated", DeprecationWarning, stacklevel=2)
 
 
-def test_env_factory_silences_the_envs_warnings(bench_run):
+def test_env_factory_silences_the_envs_warnings(suite):
     gymnasium.register("VecenvTestWarning-v0", entry_point=_WarningEnv, disable_env_checker=True)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            bench_run.make_env("VecenvTestWarning-v0", {}).close()
+            suite.envs.make_env("VecenvTestWarning-v0", {}).close()
         assert caught == []
     finally:
         gymnasium.registry.pop("VecenvTestWarning-v0", None)
@@ -275,9 +282,9 @@ def _targets_report():
     return {"machine": {}, "envs": {}, "cells": cells, "results": results, "contenders": {}}
 
 
-def test_targets_pass_short_and_missing_from_the_runs_own_ratios(bench_run):
-    got = {t["target"]: t for t in bench_run.evaluate_targets(_targets_report())}
-    assert len(got) == len(bench_run.TARGETS)
+def test_targets_pass_short_and_missing_from_the_runs_own_ratios(suite):
+    got = {t["target"]: t for t in suite.targets.evaluate_targets(_targets_report())}
+    assert len(got) == len(suite.targets.TARGETS)
 
     def one(prefix):
         (t,) = [t for text, t in got.items() if text.startswith(prefix)]
@@ -314,24 +321,24 @@ def test_targets_pass_short_and_missing_from_the_runs_own_ratios(bench_run):
     assert t["who"] == "vecenv_best's trial of 1 worker"
 
 
-def test_worker_overhead_prefers_a_measured_one_worker_contender(bench_run):
+def test_worker_overhead_prefers_a_measured_one_worker_contender(suite):
     report = _targets_report()
     report["results"].append(_entry("noop", 256, "vecenv", 2e6, num_workers=1, envs_per_worker=256))
-    (target,) = [t for t in bench_run.TARGETS if t.kind == "worker_overhead"]
-    t = bench_run.evaluate_target(report, target)
+    (target,) = [t for t in suite.targets.TARGETS if t.kind == "worker_overhead"]
+    t = suite.targets.evaluate_target(report, target)
     assert t["value"] == pytest.approx(1e6 / 2e6 - 1e6 / 2.5e6)  # 0.1 us
     assert t["status"] == "pass" and t["who"] == "vecenv (1 worker)"
 
 
-def test_auto_target_is_missing_without_vecenv_auto(bench_run):
+def test_auto_target_is_missing_without_vecenv_auto(suite):
     report = _targets_report()
     report["results"] = [e for e in report["results"] if e["contender"] != "vecenv_auto"]
-    (target,) = [t for t in bench_run.TARGETS if t.kind == "auto_vs_best"]
-    t = bench_run.evaluate_target(report, target)
+    (target,) = [t for t in suite.targets.TARGETS if t.kind == "auto_vs_best"]
+    t = suite.targets.evaluate_target(report, target)
     assert (t["status"], t["value"], t["cells"]) == ("missing", None, [])
 
 
-def test_markdown_summary_has_the_tables_and_the_targets(bench_run):
+def test_markdown_summary_has_the_tables_and_the_targets(suite):
     report = _targets_report()
     report.update(
         envs={"noop": {}, "CartPole-v1": {}},
@@ -340,8 +347,8 @@ def test_markdown_summary_has_the_tables_and_the_targets(bench_run):
     )
     auto = next(e for e in report["results"] if e["contender"] == "vecenv_auto")
     auto["layout"].update(step_us=0.3, why="because")
-    report["targets"] = bench_run.evaluate_targets(report)
-    md = bench_run.markdown_summary(report)
+    report["targets"] = suite.targets.evaluate_targets(report)
+    md = suite.report.markdown_summary(report)
     assert "test cpu, 2 usable cores" in md
     assert "## noop" in md and "| contender | x16 | x256 |" in md
     assert "| vecenv_auto | 540.0k | 1.00M |" in md
@@ -350,17 +357,78 @@ def test_markdown_summary_has_the_tables_and_the_targets(bench_run):
     assert "| bigobs x16: best vecenv / gym_sync >= 1.5x | - | missing |  |" in md
 
 
-def test_large_sizes_skip_the_process_per_env_peers(bench_run):
-    assert bench_run.contender_fits("gym_async", 64) is None
-    assert "one process per env" in bench_run.contender_fits("gym_async", 256)
-    assert "one process per env" in bench_run.contender_fits("sb3", 256)
-    assert bench_run.contender_fits("vecenv_auto", 256) is None
-    assert bench_run._layout_candidates(256, 2) == [1, 2, 4]
-    assert bench_run._layout_candidates(16, 2) == [1, 2, 4, 16]
+def test_large_sizes_skip_the_process_per_env_peers(suite):
+    assert suite.contenders.contender_fits("gym_async", 64) is None
+    assert "one process per env" in suite.contenders.contender_fits("gym_async", 256)
+    assert "one process per env" in suite.contenders.contender_fits("sb3", 256)
+    assert suite.contenders.contender_fits("vecenv_auto", 256) is None
 
 
-def test_batch_copy_floor(bench_run):
-    assert bench_run.batch_copy_floor_us(0, 16) is None  # no array form: no floor
-    small = bench_run.batch_copy_floor_us(16, 8)
-    big = bench_run.batch_copy_floor_us(28224, 256)  # 256 Atari frames, 7 MB
+def test_vecenv_best_tries_every_count_the_auto_model_may_choose(suite):
+    """vecenv_best is the bar for vecenv_auto: its trials span what the auto
+    layout's model ranks for any env, up to 4 workers per core."""
+    assert suite.contenders.best_layout_candidates(256, 2) == [1, 2, 4, 8]
+    assert suite.contenders.best_layout_candidates(16, 2) == [1, 2, 4, 8]
+    assert suite.contenders.best_layout_candidates(3, 2) == [1, 2, 3]
+    for n, cores in [(2, 2), (16, 2), (64, 6), (256, 16)]:
+        most = _autolayout.candidate_workers(n, cores, cpu_fraction=0.0)[-1]
+        got = suite.contenders.best_layout_candidates(n, cores)
+        assert got[0] == 1 and got[-1] == most and cores in got
+
+
+def test_batch_copy_floor(suite):
+    assert suite.measure.batch_copy_floor_us(0, 16) is None  # no array form: no floor
+    small = suite.measure.batch_copy_floor_us(16, 8)
+    big = suite.measure.batch_copy_floor_us(28224, 256)  # 256 Atari frames, 7 MB
     assert 0 < small < big
+
+
+def _imports(path: pathlib.Path):
+    """The benchmark modules ``path`` imports (``suite.X``, a relative ``.X``,
+    or a script of benchmarks/), wherever the import statement is."""
+    scripts = {p.stem for p in BENCHMARKS.glob("*.py")}
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:  # from .X import ..., from . import X
+                found.add(f"suite.{node.module}" if node.module else "suite")
+            elif node.module and node.module.split(".")[0] in scripts | {"suite"}:
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] in scripts | {"suite"}}
+    return found
+
+
+def test_benchmark_modules_import_only_the_modules_below_them():
+    """No import cycle: benchmarks/suite/__init__ lists its modules bottom up,
+    and each one imports only modules listed above it; the scripts sit on top."""
+    package = BENCHMARKS / "suite"
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()))
+    order = [ln.split()[0] for ln in doc.splitlines() if ln.startswith("    ") and ln.strip()]
+    assert sorted(order) == sorted(p.stem for p in package.glob("*.py") if p.stem != "__init__")
+    for k, name in enumerate(order):
+        below = {f"suite.{m}" for m in order[:k]}
+        got = _imports(package / f"{name}.py")
+        # suite.command runs benchmarks/multi_agent.py, which imports suite.machine
+        # and suite.contenders only.
+        extra = {"multi_agent"} if name == "command" else set()
+        assert got <= below | extra, f"suite.{name} imports {sorted(got - below - extra)}"
+    assert _imports(RUN) == {"suite.command"}
+    assert _imports(BENCHMARKS / "multi_agent.py") == {"suite.contenders", "suite.machine"}
+    assert _imports(BENCHMARKS / "ray_overhead.py") == {"suite.machine"}
+
+
+def test_the_wait_wake_floor_is_only_for_layouts_with_workers(suite):
+    def session(**layout):
+        s = suite.contenders.Session()
+        s.layout = layout
+        return s
+
+    lockstep = suite.contenders.lockstep_vecenv
+    assert lockstep("vecenv", session(num_workers=2, spin_s=2e-4))
+    # In process (vecenv_inprocess, or vecenv_auto choosing it) nothing waits:
+    # the floor program takes no 0-worker run.
+    assert not lockstep("vecenv_inprocess", session(num_workers=0, spin_s=0.0))
+    assert not lockstep("vecenv_auto", session(num_workers=0, spin_s=0.0))
+    assert not lockstep("vecenv_async", session(num_workers=2, batch_size=4))
+    assert not lockstep("gym_sync", session())

@@ -351,6 +351,57 @@ def _max_workers(num_envs: int, cores: int, cpu_fraction: float) -> int:
     return min(num_envs, cores * per_core)
 
 
+def candidate_workers(num_envs: int, cores: int, cpu_fraction: float = 1.0) -> range:
+    """The worker counts :func:`choose_layout` ranks (in-process aside): 1 to
+    :func:`_max_workers`, i.e. up to one per core for an env that computes
+    (``cpu_fraction`` 1), up to :data:`MAX_OVERSUBSCRIPTION` per core for one
+    that waits (``cpu_fraction`` at most ``1 / MAX_OVERSUBSCRIPTION``, 0
+    included), never more than ``num_envs``."""
+    return range(1, _max_workers(num_envs, cores, cpu_fraction) + 1)
+
+
+def workers_to_time(num_envs: int, cores: int, cpu_fraction: float = 1.0) -> List[int]:
+    """A few of the :func:`candidate_workers` to measure instead of predict:
+    1, the powers of two, one fewer than the cores, one per core, and the
+    most the model considers. The one rule by which ``vecenv.bench`` and the
+    benchmark suite (``vecenv_best``, the multi-agent cells) pick the worker
+    layouts they time.
+
+    Parameters
+    ----------
+    num_envs : int
+        Envs of the vec env (>= 1).
+    cores : int
+        Usable CPU cores (:func:`vecenv._cpus.usable_cpus`, >= 1).
+    cpu_fraction : float
+        As :func:`choose_layout` takes it, in ``[0, 1]``: 1 (the default) for
+        the layouts of an env that computes, 0 for those the model considers
+        for any env.
+
+    Returns
+    -------
+    list of int
+        Sorted, distinct, each in ``[1, min(num_envs, MAX_OVERSUBSCRIPTION * cores)]``.
+
+    Raises
+    ------
+    ValueError
+        ``num_envs`` or ``cores`` below 1, or ``cpu_fraction`` outside ``[0, 1]``.
+    """
+    if num_envs < 1 or cores < 1 or not 0.0 <= cpu_fraction <= 1.0:
+        raise ValueError(
+            f"workers_to_time needs num_envs >= 1, cores >= 1 and cpu_fraction in [0, 1]; "
+            f"got {num_envs}, {cores}, {cpu_fraction}"
+        )
+    top = candidate_workers(num_envs, cores, cpu_fraction)[-1]
+    picks = {1, cores - 1, cores, top}
+    w = 2
+    while w < top:
+        picks.add(w)
+        w *= 2
+    return sorted(w for w in picks if 1 <= w <= top)
+
+
 def _share(n: int, cores: int, busy_cores: float) -> float:
     """Cores that ``n`` busy processes of ours get next to ``busy_cores``
     other runnable tasks: one each while there are enough, else their fair
@@ -491,7 +542,7 @@ def choose_layout(
     cands: List[Tuple[float, int, float]] = []
     if inprocess:
         cands.append((_inprocess_cost(step_us, obs_bytes, num_envs, *info), 0, 0.0))
-    for w in range(1, _max_workers(num_envs, cores, cpu_fraction) + 1):
+    for w in candidate_workers(num_envs, cores, cpu_fraction):
         cost, spin = _workers_cost(
             step_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info, busy_cores
         )

@@ -12,9 +12,10 @@ imports the module that registers ``Id``), or ``module:factory`` /
 ``path/to/file.py:factory`` naming a callable that returns one env (a
 ``gymnasium.Env`` class works). Each contender is measured in turn, briefly
 (``--seconds`` each after ``--warmup``, about a second with its start-up):
-:class:`~vecenv.ShmemVecEnv` with each worker layout (``num_workers`` from 1
-to the usable cores, the envs spread evenly: ``envs_per_worker`` =
-``ceil(num_envs / num_workers)``), gymnasium's in-process ``SyncVectorEnv``
+:class:`~vecenv.ShmemVecEnv` with each worker layout of
+:func:`layout_candidates` (``num_workers`` from 1 to the usable cores, the
+envs spread evenly: ``envs_per_worker`` = ``ceil(num_envs / num_workers)``),
+gymnasium's in-process ``SyncVectorEnv``
 and its ``AsyncVectorEnv`` (one process per env). It prints a line per
 contender, then the recommendation for this machine.
 
@@ -39,6 +40,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from vecenv._autolayout import workers_to_time
+from vecenv._cpus import usable_cpus
+
 __all__ = ["Result", "compare", "layout_candidates", "main", "recommend"]
 
 ACTION_POOL = 64  # pre-sampled action batches, used in turn
@@ -46,33 +50,25 @@ GYM_SYNC, GYM_ASYNC = "gym_sync", "gym_async"
 AS_FAST = 0.95  # "as fast": within 5% (single short measurements are noisy)
 
 
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS
-        return os.cpu_count() or 1
-
-
 def layout_candidates(num_envs: int, cores: int) -> List[int]:
     """Worker counts worth measuring for ``num_envs`` envs on ``cores`` cores.
 
-    Powers of two from 1, one fewer than the cores and one per core, none above
-    ``num_envs``: fewer workers cost fewer wake-ups, more use more cores.
+    Of the worker counts that ``num_workers="auto"`` ranks for an env that
+    computes (1 to ``min(num_envs, cores)``): 1, the powers of two, one fewer
+    than the cores, and the most (one per core, or one per env when there
+    are fewer envs). Fewer workers cost fewer wake-ups, more use more cores.
 
     Returns
     -------
     list of int
-        Sorted, distinct, each in ``[1, num_envs]``.
+        Sorted, distinct, each in ``[1, min(num_envs, cores)]``.
+
+    Raises
+    ------
+    ValueError
+        ``num_envs`` or ``cores`` below 1.
     """
-    if num_envs < 1 or cores < 1:
-        raise ValueError(f"num_envs and cores must be >= 1, got {num_envs} and {cores}")
-    cands = {1, max(1, cores - 1), cores}
-    w = 2
-    while w < cores:
-        cands.add(w)
-        w *= 2
-    return sorted(c for c in cands if c <= num_envs)
+    return workers_to_time(num_envs, cores)
 
 
 # ---------------------------------------------------------------- the env
@@ -296,7 +292,7 @@ def compare(
         actions = _sample_actions(probe.action_space, num_envs, seed)
     finally:
         probe.close()
-    plan = _contenders(num_envs, cores or usable_cores(), contenders)
+    plan = _contenders(num_envs, cores or usable_cpus(), contenders)
     results = []
     for k, (name, label, options) in enumerate(plan):
         t0 = time.perf_counter()
@@ -432,7 +428,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # started with spawn/forkserver read the variable.
     warnings.filterwarnings("ignore")
     os.environ["PYTHONWARNINGS"] = "ignore"
-    cores = usable_cores()
+    cores = usable_cpus()
     try:
         env_fn = EnvFactory(args.env, args.env_kwargs)
         probe = env_fn()
