@@ -179,6 +179,46 @@ def test_close_is_idempotent_and_releases_everything():
         venv.reset()
 
 
+def _memfd_mappings():
+    with open("/proc/self/maps") as f:
+        return sum("/memfd:vecenv" in line for line in f)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc (Linux)")
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_close_unmaps_the_shared_block_while_the_vec_env_is_still_referenced(
+    num_workers, batch_size
+):
+    # A closed vec env kept by its caller (an SB3 model's .env, a sweep's list
+    # of finished runs) must not keep its shared block mapped until garbage
+    # collection when no caller-held view exists (copy=True).
+    before = _memfd_mappings()
+    venv = vecenv.ShmemVecEnv(
+        [lambda: CounterEnv(0)] * 4, num_workers=num_workers, batch_size=batch_size
+    )
+    if batch_size is None:
+        venv.reset()
+        venv.step(np.zeros(4, dtype=np.int64))
+    else:
+        venv.reset()
+        _, _, _, _, ids = venv.recv()
+        venv.send(np.zeros(2, dtype=np.int64), ids)
+        venv.recv()
+    assert _memfd_mappings() > before
+    venv.close()
+    assert _memfd_mappings() == before
+    assert venv.closed
+
+
+def test_a_view_held_after_close_keeps_its_memory_readable():
+    fns = [lambda: gym.make("CartPole-v1")] * 2
+    with vecenv.ShmemVecEnv(fns, num_workers=1, copy=False) as venv:
+        obs = venv.reset()
+        kept = obs.copy()
+    assert np.array_equal(obs, kept)  # still mapped: the view keeps the block alive
+
+
 def test_garbage_collection_without_close_releases_workers():
     venv = vecenv.ShmemVecEnv([NoopEnv] * 2, num_workers=2)
     venv.reset()

@@ -62,6 +62,11 @@ class Steps:
         self.exact_actions = fast is not None and fast.exact_actions and not check_actions
         self.sent = False
 
+    def release(self) -> None:
+        """At close: drop the compiled step (it holds views of the block)."""
+        self.fast = None
+        self.exact_actions = False
+
     def compiled(self, wait_timeout: Optional[float]) -> Optional[_core.ParentStep]:
         """The compiled step for a wait, or None where the fallback runs (see
         the module docstring): no compiled step, a caller's wait limit

@@ -666,9 +666,9 @@ class ShmemVecEnv(EngineVecEnv):
     # ------------------------------------------------------------ close
     def _forget_views(self) -> None:
         """At close: drop the views of shared memory (before it is unmapped)."""
-        collector = getattr(self, "_collector", None)
-        if collector is not None:
-            collector.release()
+        for part in (getattr(self, "_steps", None), getattr(self, "_collector", None)):
+            if part is not None:
+                part.release()
 
 
 def _wire_parts(
