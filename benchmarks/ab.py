@@ -116,9 +116,7 @@ def main(argv=None) -> int:
         order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
         for cell in cells:
             for which in order:
-                rates[cell][which].append(
-                    time_cell(builds[which], cell, args.seconds, args.warmup)
-                )
+                rates[cell][which].append(time_cell(builds[which], cell, args.seconds, args.warmup))
                 done += 1
             eta = (time.monotonic() - start) / done * (total - done)
             print(
@@ -126,7 +124,7 @@ def main(argv=None) -> int:
                 f"new {rates[cell]['new'][-1]:,.0f} env-steps/s (ETA {eta:.0f} s)",
                 file=sys.stderr,
             )
-    print(f"| cell | old median | new median | new/old | spread old | spread new |")
+    print("| cell | old median | new median | new/old | spread old | spread new |")
     print("|---|---|---|---|---|---|")
     summary = {}
     for cell in cells:
