@@ -1,4 +1,5 @@
-"""ShmemVecEnv keeps the seed's contract (../shared/seed/vec_env.py): reset()
+"""ShmemVecEnv keeps the contract of OpenAI baselines' ShmemVecEnv
+(baselines/common/vec_env/shmem_vec_env.py and vec_env.py): reset()
 cancels a pending step, Tuple/Dict actions come batched or per env, and
 actions reach the envs as given. Also the engine options the drop-ins use:
 ``check_actions`` and ``pickled_leaves``."""
@@ -53,7 +54,7 @@ def test_reset_while_a_step_is_pending_cancels_it():
     with vecenv.ShmemVecEnv([lambda: Env(fragile=True)] * 3, **FORK) as venv:
         venv.reset()
         venv.step_async(np.array([1, 1, 1]))
-        obs = venv.reset()  # the seed: "that work will be cancelled"
+        obs = venv.reset()  # baselines' VecEnv.reset: "that work will be cancelled"
         assert obs[:, 0].tolist() == [0, 0, 0]
         with pytest.raises(vecenv.StateError, match="step_async"):
             venv.step_wait()
