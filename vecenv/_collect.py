@@ -24,9 +24,7 @@ from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout
 from vecenv._cpus import usable_cpus
 from vecenv._engine import State
 from vecenv._pool import _NONE, _SLICE_S, WorkerStartup
-from vecenv._worker import (
-    RESET_INFO_KEY,
-)
+from vecenv._protocol import RESET_INFO_KEY
 from vecenv.base import Indices
 from vecenv.errors import (
     InvalidArgumentError,

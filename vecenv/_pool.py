@@ -31,14 +31,8 @@ from vecenv import _protocol as msgs
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
 from vecenv._cpus import usable_cpus
 from vecenv._engine import EngineVecEnv, State
-from vecenv._protocol import ErrorReport, Op
-from vecenv._worker import (
-    PICKLED_FINAL_KEY,
-    PICKLED_OBS_KEY,
-    Activity,
-    WorkerSpec,
-    worker_main,
-)
+from vecenv._protocol import PICKLED_FINAL_KEY, PICKLED_OBS_KEY, Activity, ErrorReport, Op
+from vecenv._worker import WorkerSpec, worker_main
 from vecenv.errors import (
     InvalidArgumentError,
     PendingTimeoutError,
