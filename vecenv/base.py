@@ -12,6 +12,8 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 
 import numpy as np
 
+from vecenv.errors import InvalidArgumentError
+
 Indices = Union[None, int, Sequence[int]]
 #: A seed for every env: an int (env ``i`` gets ``seed + i``), one per env, or None.
 Seeds = Union[int, Sequence[Optional[int]], None]
@@ -93,8 +95,6 @@ class VecEnv(ABC):
         numpy.ndarray, shape (H * rows, W * cols, 3), uint8
             The frames of all envs on a near-square grid, row-major.
         """
-        from vecenv.errors import InvalidArgumentError
-
         if mode != "rgb_array":
             raise InvalidArgumentError(f"render(mode={mode!r}): only mode='rgb_array' is supported")
         return tile_images(self.get_images())
@@ -123,8 +123,6 @@ def tile_images(images: Sequence[np.ndarray]) -> np.ndarray:
     ceil(sqrt(N))``; missing cells are black. Raises ValueError on no images
     or unequal shapes.
     """
-    from vecenv.errors import InvalidArgumentError
-
     imgs = [np.asarray(img) for img in images]
     if not imgs or any(img is None or img.ndim != 3 for img in imgs):
         raise InvalidArgumentError("render needs one (H, W, C) frame per env; got none or None")
@@ -148,8 +146,6 @@ def check_env_ids(env_ids, num_envs: int) -> np.ndarray:
     InvalidArgumentError
         Not a 1-D array of ints, an index out of range, or duplicates.
     """
-    from vecenv.errors import InvalidArgumentError
-
     if env_ids is None:
         return np.arange(num_envs, dtype=np.int64)
     ids = np.asarray(env_ids)
@@ -173,8 +169,6 @@ def check_batch_size(batch_size, num_envs: int) -> int:
     InvalidArgumentError
         Not an int, or out of range.
     """
-    from vecenv.errors import InvalidArgumentError
-
     if batch_size is None:
         return num_envs
     if (
