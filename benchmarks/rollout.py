@@ -425,6 +425,13 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
     "vecenv_async": ("vecenv send/recv (batch n/2)", open_vecenv_partial, True, True),
     # Opt-in: what the default layout loses to.
     "vecenv_spin0": ("vecenv default, spin=0", lambda c: open_vecenv(c, spin=0.0), False, True),
+    "vecenv_spin1ms": ("vecenv default, spin=1 ms", lambda c: open_vecenv(c, spin=1e-3), False, True),
+    "vecenv_async_spin1ms": (
+        "vecenv send/recv n/2, spin=1 ms",
+        lambda c: open_vecenv_partial(c, spin=1e-3),
+        False,
+        True,
+    ),
     "vecenv_1worker": ("vecenv 1 worker", lambda c: open_vecenv(c, num_workers=1), False, True),
     "vecenv_async_spin0": (
         "vecenv send/recv n/2, spin=0",
