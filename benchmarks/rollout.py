@@ -55,7 +55,7 @@ import time
 import traceback
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -77,12 +77,10 @@ LOCAL_OUT = HERE / "results" / "local"
 def make_pong():
     """ALE/Pong-v5 as CleanRL's Atari PPO sees it: frame skip 4 in the
     preprocessing, 84x84 grayscale, 4 frames stacked: (4, 84, 84) uint8."""
-    import gymnasium
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     env = make_env("ALE/Pong-v5", {"frameskip": 1})
     env = AtariPreprocessing(env, frame_skip=4, screen_size=84, grayscale_obs=True)
-    del gymnasium
     return FrameStackObservation(env, 4)
 
 
@@ -93,14 +91,25 @@ def make_gym(env_id: str) -> Callable[[], Any]:
 
 
 CELL_ENVS: Dict[str, Dict[str, Any]] = {
-    "cartpole": {"label": "CartPole-v1", "factory": make_gym("CartPole-v1"), "envpool": "CartPole-v1"},
+    "cartpole": {
+        "label": "CartPole-v1",
+        "factory": make_gym("CartPole-v1"),
+        "envpool": "CartPole-v1",
+    },
     "pong": {
         "label": "Pong (84x84x4)",
         "factory": make_pong,
         "envpool": "Pong-v5",
-        "envpool_kwargs": {"stack_num": 4, "img_height": 84, "img_width": 84, "gray_scale": True,
-                           "episodic_life": False, "reward_clip": False, "use_fire_reset": False,
-                           "repeat_action_probability": 0.25},
+        "envpool_kwargs": {
+            "stack_num": 4,
+            "img_height": 84,
+            "img_width": 84,
+            "gray_scale": True,
+            "episodic_life": False,
+            "reward_clip": False,
+            "use_fire_reset": False,
+            "repeat_action_probability": 0.25,
+        },
         "ale_game": "pong",
     },
     "halfcheetah": {
@@ -374,9 +383,7 @@ def open_ale_vector(c):
         o, r, te, tr, _ = venv.step(a)
         return o, r, te | tr
 
-    return Lockstep(
-        lambda: venv.reset(seed=c["seed"])[0], step, venv.close, {"own_envs": True}
-    )
+    return Lockstep(lambda: venv.reset(seed=c["seed"])[0], step, venv.close, {"own_envs": True})
 
 
 def open_pufferlib(c):
@@ -421,11 +428,21 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
         True,
         True,
     ),
-    "vecenv_auto": ('vecenv num_workers="auto"', lambda c: open_vecenv(c, num_workers="auto"), True, True),
+    "vecenv_auto": (
+        'vecenv num_workers="auto"',
+        lambda c: open_vecenv(c, num_workers="auto"),
+        True,
+        True,
+    ),
     "vecenv_async": ("vecenv send/recv (batch n/2)", open_vecenv_partial, True, True),
     # Opt-in: what the default layout loses to.
     "vecenv_spin0": ("vecenv default, spin=0", lambda c: open_vecenv(c, spin=0.0), False, True),
-    "vecenv_spin1ms": ("vecenv default, spin=1 ms", lambda c: open_vecenv(c, spin=1e-3), False, True),
+    "vecenv_spin1ms": (
+        "vecenv default, spin=1 ms",
+        lambda c: open_vecenv(c, spin=1e-3),
+        False,
+        True,
+    ),
     "vecenv_async_spin1ms": (
         "vecenv send/recv n/2, spin=1 ms",
         lambda c: open_vecenv_partial(c, spin=1e-3),
@@ -574,7 +591,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="smoke test: CartPole x8, 1 round (~20 s)")
     p.add_argument(
         "--cells",
-        help="comma-separated env:num_envs (envs: " + ", ".join(CELL_ENVS) + "); default "
+        help="comma-separated env:num_envs (envs: "
+        + ", ".join(CELL_ENVS)
+        + "); default "
         + ",".join(f"{e}:{n}" for e, n in DEFAULT_CELLS),
     )
     p.add_argument(
@@ -583,10 +602,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         "vecenv variants)",
     )
     p.add_argument("--rounds", type=int, help="interleaved timed rounds (default 3; quick 1)")
-    p.add_argument("--seconds", type=float, help="rollout seconds per round (default 1.5; quick 0.5)")
+    p.add_argument(
+        "--seconds", type=float, help="rollout seconds per round (default 1.5; quick 0.5)"
+    )
     p.add_argument("--warmup", type=float, help="warm-up seconds per contender (default 0.3)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, help="JSON path (default: benchmarks/results/local/rollout-<time>.json)")
+    p.add_argument(
+        "--out", type=Path, help="JSON path (default: benchmarks/results/local/rollout-<time>.json)"
+    )
     args = p.parse_args(argv)
     q = args.quick
     args.rounds = args.rounds or (1 if q else 3)
@@ -633,14 +656,13 @@ def fmt_duration(s: float) -> str:
 def estimate_cell_s(args, key: str, n: int) -> float:
     """Seconds for one cell: warm-up and rounds per contender, opening (Pong
     and one process per env cost more), the bound's timings."""
-    per = args.warmup + args.rounds * (args.seconds * 1.3)  # updates run beside
-    open_s = 1.0 if key == "cartpole" else 0.2 * n
+    update = 3.0 if key == "pong" else 1.3  # the excluded updates (Pong's CNN: seconds)
+    per = args.warmup + args.rounds * args.seconds * update
+    open_s = 0.5 + (0.05 * n if key == "cartpole" else 0.3 * n)  # one process per env for some
     return len(args.contenders) * (per + open_s) + 2.0
 
 
 def run_cell(args, key: str, n: int, cores: int, report: Dict[str, Any], missing: Dict[str, str]):
-    import torch
-
     spec = CELL_ENVS[key]
     label = f"{spec['label']} x{n}"
     try:
@@ -721,7 +743,6 @@ def run_cell(args, key: str, n: int, cores: int, report: Dict[str, Any], missing
                 run.close()
             except Exception:
                 pass
-    del torch
     summarize(cell)
     report["cells"].append(cell)
 
@@ -833,7 +854,11 @@ def main(argv=None) -> int:
     for i, (key, n) in enumerate(args.cells):
         t0 = time.time()
         run_cell(args, key, n, cores, report, missing)
-        if report["cells"] and report["cells"][-1]["key"] == key and report["cells"][-1]["num_envs"] == n:
+        if (
+            report["cells"]
+            and report["cells"][-1]["key"] == key
+            and report["cells"][-1]["num_envs"] == n
+        ):
             print_cell(report["cells"][-1])
         done_plan += plan[i]
         elapsed = time.time() - started
