@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what the benchmark suite needs into the current Python, then run it.
 # Arguments go to benchmarks/run.py, e.g.
-#   bash scripts/bench.sh                       # the default suite (it prints its estimate, about 16 min on 2 cores)
-#   bash scripts/bench.sh --quick               # a smoke test (about 5 s)
+#   bash scripts/bench.sh                       # the default suite (it prints its estimate, about 16 min on 2 cores),
+#                                               # then the rollout benchmark (it prints its estimate, about 9 min)
+#   bash scripts/bench.sh --quick               # a smoke test of both (about 15 s)
 #   bash scripts/bench.sh --envs noop,cartpole --num-envs 8,16
 # PYTHON picks the interpreter (default python3); VECENV_BENCH_NO_INSTALL=1
 # skips the installs. Results: benchmarks/results/local/ (git-ignored; --out to
@@ -19,6 +20,9 @@ if [ "${VECENV_BENCH_NO_INSTALL:-0}" != "1" ]; then
   # Optional peers and envs: the suite skips them with a note when they are missing.
   "$PY" -m pip install -q envpool ||
     echo "bench.sh: envpool did not install; its contenders will be skipped" >&2
+  # gymnasium's AtariPreprocessing (the rollout benchmark's Pong cell) needs OpenCV.
+  "$PY" -m pip install -q opencv-python-headless ||
+    echo "bench.sh: opencv did not install; the rollout benchmark will skip Pong" >&2
   "$PY" -m pip install -q ".[mujoco]" ||
     echo "bench.sh: mujoco did not install; HalfCheetah-v5 will be skipped" >&2
   # The multi-agent cells: PettingZoo, mpe2's simple_spread, and the peers
@@ -30,4 +34,12 @@ if [ "${VECENV_BENCH_NO_INSTALL:-0}" != "1" ]; then
 fi
 # A script's own folder (benchmarks/) heads sys.path, not the source tree: the
 # suite measures the installed vecenv.
-exec "$PY" benchmarks/run.py "$@"
+"$PY" benchmarks/run.py "$@"
+# The rollout benchmark (benchmarks/rollout.py: the vec envs inside a PPO loop,
+# the policy in torch on one thread): after the default suite, and after --quick
+# as its smoke test; other arguments are run.py's alone.
+if [ "$#" -eq 0 ]; then
+  exec "$PY" benchmarks/rollout.py
+elif [ "$*" = "--quick" ]; then
+  exec "$PY" benchmarks/rollout.py --quick
+fi

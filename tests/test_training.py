@@ -1,0 +1,79 @@
+"""The training loop: examples/ppo_cartpole.py learns CartPole on vecenv within
+its step budget, and benchmarks/rollout.py (the policy in the loop) runs and
+writes its JSON report. Both run as subprocesses against the installed vecenv."""
+
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PPO = ROOT / "examples" / "ppo_cartpole.py"
+ROLLOUT = ROOT / "benchmarks" / "rollout.py"
+
+pytest.importorskip("torch")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_ppo_example_reaches_the_target_return_within_its_budget():
+    # 150k env-steps is the budget; the fixed seed reaches 195 in about 25k
+    # (a few seconds on 2 cores), so the timeout leaves room for a loaded machine.
+    r = subprocess.run(
+        [sys.executable, "-P", str(PPO), "--seed", "1", "--total-timesteps", "150000",
+         "--target-return", "195"],
+        capture_output=True, text=True, timeout=220, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    progress = re.findall(r"^step +(\d+) ", r.stdout, re.M)
+    assert progress and int(progress[-1]) <= 150_000
+    final = re.search(r"^final mean return: ([0-9.]+)$", r.stdout, re.M)
+    assert final is not None, r.stdout[-2000:]
+    assert float(final.group(1)) >= 195.0
+
+
+@pytest.mark.timeout(60)
+def test_ppo_example_reports_failure_when_the_budget_is_too_small():
+    r = subprocess.run(
+        [sys.executable, "-P", str(PPO), "--total-timesteps", "2048", "--target-return", "195"],
+        capture_output=True, text=True, timeout=50, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "did not reach 195" in r.stdout
+
+
+@pytest.mark.timeout(180)
+def test_rollout_benchmark_quick_writes_valid_json(tmp_path):
+    out = tmp_path / "rollout.json"
+    r = subprocess.run(
+        [sys.executable, "-P", str(ROLLOUT), "--quick", "--out", str(out)],
+        capture_output=True, text=True, timeout=170, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["benchmark"] == "rollout"
+    assert {"machine", "versions", "git", "method"} <= set(report)
+    (cell,) = report["cells"]
+    assert (cell["env"], cell["num_envs"]) == ("CartPole-v1", 8)
+    bound = cell["bound"]
+    assert bound["bound_env_steps_per_s"] <= bound["policy_alone_env_steps_per_s"]
+    assert {"vecenv", "gym_sync"} <= set(cell["contenders"])
+    for c in cell["contenders"].values():
+        (rnd,) = c["rounds"]  # --quick: one round
+        assert rnd["env_steps"] > 0 and rnd["seconds"] > 0
+        assert c["env_steps_per_s"] == pytest.approx(rnd["env_steps"] / rnd["seconds"])
+    assert cell["conclusion"].startswith("use vecenv")
+    assert "conclusion: use vecenv" in r.stdout and "ETA" in r.stdout
+
+
+@pytest.mark.timeout(60)
+def test_rollout_benchmark_rejects_an_unknown_contender(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-P", str(ROLLOUT), "--contenders", "nope", "--out", str(tmp_path / "x")],
+        capture_output=True, text=True, timeout=50, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert "unknown contenders ['nope']" in r.stderr
