@@ -160,7 +160,8 @@ def _children():
         cmd = " ".join(p.cmdline())
         return "forkserver" not in cmd and "resource_tracker" not in cmd
 
-    return [p for p in psutil.Process().children(recursive=True) if ours(p)]
+    # The workers (not their guards, which are the workers' children).
+    return [p for p in psutil.Process().children() if ours(p)]
 
 
 def test_close_is_idempotent_and_releases_everything():

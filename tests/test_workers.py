@@ -408,3 +408,233 @@ def test_factory_errors_of_several_workers_name_the_lowest_env():
     with pytest.raises(vecenv.WorkerError, match=r"after 0\.3 s") as info:
         vecenv.ShmemVecEnv(fns, num_workers=2, context="fork")
     assert info.value.env_index == 0
+
+
+# ---------------------------------------------------------------- envs with processes of their own
+def _serve(conn):
+    """A tiny server: doubles what it receives until None or EOF."""
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        conn.send(2 * msg)
+
+
+class ServerEnv(gym.Env):
+    """Starts a ``multiprocessing.Process`` server in ``__init__`` (start
+    method ``method``) and asks it for each observation; ``close()`` stops
+    it unless ``stop`` is False (a badly behaved env)."""
+
+    def __init__(self, method="fork", stop=True):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context(method)
+        self.conn, child = ctx.Pipe()
+        self.server = ctx.Process(target=_serve, args=(child,))
+        self.server.start()
+        child.close()
+        self.stop = stop
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float64)
+        self.action_space = gym.spaces.Discrete(4)
+
+    def _ask(self, value):
+        self.conn.send(int(value))
+        return np.array([self.conn.recv()], np.float64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._ask(0), {}
+
+    def step(self, action):
+        return self._ask(action), 0.0, False, False, {}
+
+    def server_pid(self):
+        return self.server.pid
+
+    def close(self):
+        if self.stop and self.server.pid is not None:
+            self.conn.send(None)
+            self.server.join(5.0)
+            if self.server.exitcode is None:
+                self.server.kill()
+                self.server.join(5.0)
+
+
+def _running(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_gone(pids, within=5.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        alive = [pid for pid in pids if _running(pid)]
+        if not alive:
+            return []
+        time.sleep(0.05)
+    return [pid for pid in pids if _running(pid)]
+
+
+@pytest.mark.timeout(60)
+@METHODS
+def test_an_env_may_start_processes_and_its_close_stops_them(context):
+    # Daemonic workers could not start the server: "daemonic processes are
+    # not allowed to have children".
+    # The server is forked by the env (the worker's start method is the point).
+    venv = vecenv.ShmemVecEnv(
+        [functools.partial(ServerEnv, "fork")] * 2, num_workers=2, context=context
+    )
+    try:
+        venv.reset()
+        obs, *_ = venv.step(np.array([1, 3]))
+        np.testing.assert_array_equal(obs, [[2.0], [6.0]])
+        servers = venv.env_method("server_pid")
+        assert all(_running(pid) for pid in servers)
+    finally:
+        venv.close()
+    assert _wait_gone(servers, within=0.5) == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_processes_an_env_leaves_running_die_with_its_worker(context):
+    venv = vecenv.ShmemVecEnv(
+        [functools.partial(ServerEnv, "fork", stop=False)] * 2, num_workers=2, context=context
+    )
+    venv.reset()
+    servers = venv.env_method("server_pid")
+    start = time.monotonic()
+    venv.close()
+    assert time.monotonic() - start < 4.0  # close() does not wait for them
+    assert _wait_gone(servers) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_killed_by_the_watchdog_takes_its_envs_processes_along():
+    venv = vecenv.ShmemVecEnv(
+        [functools.partial(ServerEnv, "fork")] * 2, num_workers=2, context="fork"
+    )
+    try:
+        venv.reset()
+        servers = venv.env_method("server_pid")
+        venv._pool.bury(0)
+        assert _wait_gone(servers[:1]) == []
+        assert _running(servers[1])
+    finally:
+        venv.close()
+
+
+_PARENT_SCRIPT = """
+import functools, json, sys, time
+sys.path.insert(0, {tests!r})
+import numpy as np
+import vecenv
+from test_workers import ServerEnv
+
+if __name__ == "__main__":
+    venv = vecenv.ShmemVecEnv(
+        [functools.partial(ServerEnv, {inner!r}, stop={stop!r})] * 2,
+        num_workers=2, context={context!r}, daemon={daemon!r},
+    )
+    venv.reset()
+    venv.step(np.array([1, 2]))
+    workers = [p.pid for p in venv._pool.procs]
+    print(json.dumps(workers + venv.env_method("server_pid")), flush=True)
+    {ending}
+"""
+
+
+def _parent(tmp_path, ending, context="fork", daemon=True, stop=True):
+    import subprocess
+
+    script = tmp_path / "parent.py"
+    inner = "fork"
+    script.write_text(
+        _PARENT_SCRIPT.format(
+            tests=str(pathlib.Path(__file__).parent),
+            inner=inner,
+            stop=stop,
+            context=context,
+            daemon=daemon,
+            ending=ending,
+        )
+    )
+    return subprocess.Popen(
+        [sys.executable, "-P", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.timeout(90)
+@METHODS
+def test_sigkill_of_the_parent_leaves_no_worker_and_no_env_process(tmp_path, context):
+    import json
+    import signal
+
+    proc = _parent(tmp_path, "time.sleep(60)", context=context)
+    try:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        pids = json.loads(line)
+        assert all(_running(pid) for pid in pids)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert _wait_gone(pids) == []
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("daemon", [True, False])
+@pytest.mark.parametrize(
+    "ending", ["pass", "raise RuntimeError('boom')", "raise KeyboardInterrupt"]
+)
+def test_a_script_that_exits_without_close_exits_promptly_and_leaves_nothing(
+    tmp_path, daemon, ending
+):
+    import json
+
+    # An env that leaves its server running is the worst case: the worker's
+    # own exit must not wait for it, nor the parent's for the worker.
+    proc = _parent(tmp_path, ending, daemon=daemon, stop=False)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    pids = json.loads(out.splitlines()[0])
+    assert (proc.returncode == 0) == (ending == "pass"), err
+    assert _wait_gone(pids) == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("daemon", [True, False])
+def test_the_drop_ins_accept_daemon_and_host_envs_with_processes(daemon):
+    from vecenv.gymnasium_vector import AsyncVectorEnv
+    from vecenv.sb3 import SubprocVecEnv
+
+    fns = [functools.partial(ServerEnv, "fork")] * 2
+    genv = AsyncVectorEnv(fns, context="fork", daemon=daemon)
+    try:
+        genv.reset()
+        obs, *_ = genv.step(np.array([1, 2]))
+        np.testing.assert_array_equal(obs, [[2.0], [4.0]])
+        servers = list(genv.call("server_pid"))
+    finally:
+        genv.close()
+    assert _wait_gone(servers, within=0.5) == []
+    senv = SubprocVecEnv(fns, start_method="fork", daemon=daemon)
+    try:
+        senv.reset()
+        servers = senv.env_method("server_pid")
+        assert all(_running(pid) for pid in servers)
+    finally:
+        senv.close()
+    assert _wait_gone(servers, within=0.5) == []

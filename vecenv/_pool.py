@@ -24,7 +24,9 @@ import os
 import signal
 import threading
 import time
+import weakref
 from multiprocessing import connection as mp_connection
+from multiprocessing import util as mp_util
 from typing import Any, Dict, List, Optional, Tuple
 
 import cloudpickle
@@ -144,8 +146,11 @@ class _Resources:
             if not alive:
                 break
             for p in alive:
+                if sig == "kill":
+                    _kill(p)
+                    continue
                 try:
-                    getattr(p, sig)()
+                    p.terminate()
                 except Exception:
                     pass
             for p in alive:
@@ -170,6 +175,46 @@ def _shutdown(resources: _Resources) -> None:
     resources.shutdown(timeout=2.0)
 
 
+# Every _Resources with live workers, for the exit hook (weak: a collected
+# vec env's finalizer has shut it down already).
+_LIVE: weakref.WeakSet[_Resources] = weakref.WeakSet()
+_exit_hook: List[Any] = []
+
+
+def _shutdown_all() -> None:
+    for resources in list(_LIVE):
+        _shutdown(resources)
+
+
+def _track(resources: _Resources) -> None:
+    """Shut ``resources`` down at interpreter exit, before multiprocessing's
+    own exit handler terminates (daemon) or joins (non-daemon) the workers:
+    a worker whose env has processes of its own, or a ``daemon=False``
+    worker, then never makes the exit hang, whether or not close() was
+    called (an exception, a Ctrl-C, a forgotten close). multiprocessing runs
+    the finalizers with an exit priority before it joins its children; a
+    ``Finalize`` is ignored in forked children (it records its pid)."""
+    if not _exit_hook:
+        _exit_hook.append(mp_util.Finalize(None, _shutdown_all, exitpriority=50))
+    _LIVE.add(resources)
+
+
+def _kill(proc) -> None:
+    """SIGKILL worker ``proc`` and its process group (what its envs started
+    and left in the group, and its guard); not yet reaped, so its pid (the
+    group's id) cannot have been reused."""
+    pid = proc.pid
+    try:
+        if pid is not None and proc.exitcode is None and os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        proc.kill()
+    except Exception:
+        pass
+
+
 class WorkerPool:
     """The worker processes of a ShmemVecEnv and the pipe to each (see the module).
 
@@ -184,7 +229,8 @@ class WorkerPool:
     ctx : multiprocessing context
         The start method's context.
     daemon : bool
-        Start workers as daemon processes.
+        multiprocessing's daemon flag of the workers (in the parent; either
+        way the workers may start processes, and exit shuts them down first).
     start_timeout : float
         Seconds a worker may take to build its envs (also at a restart).
     timeout : float or None
@@ -214,6 +260,7 @@ class WorkerPool:
         check_spaces: bool,
     ):
         self.resources = resources
+        _track(resources)
         self.ranges = ranges
         self.env_worker: Any = np.repeat(np.arange(len(ranges)), [hi - lo for lo, hi in ranges])
         self.ctx = ctx
@@ -358,6 +405,10 @@ class WorkerPool:
         procs, chans = self.resources.procs, self.resources.chans
         try:
             proc.start()
+            try:  # its own process group (the worker does the same: see _worker._guard_group)
+                os.setpgid(proc.pid, proc.pid)
+            except OSError:
+                pass  # it did so first, or it has exec'd (spawn)
             chan = ParentChannel(parent_conn, proc.sentinel)
             # Recorded before SIGINT is unblocked, so Ctrl-C cannot orphan it.
             if w < len(procs):
@@ -622,10 +673,7 @@ class WorkerPool:
         res = self.resources
         proc = res.procs[w]
         if proc.exitcode is None:
-            try:
-                proc.kill()
-            except Exception:
-                pass
+            _kill(proc)
             proc.join(5.0)
         res.chans[w].close()
         if self.ctrl is None:  # still constructing: the caller shuts down

@@ -164,20 +164,124 @@ class _RewardMismatch(ValueError):
     pass
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Linux: have the kernel SIGKILL this process when its parent exits."""
+def _set_pdeathsig(sig: int) -> bool:
+    """Linux: have the kernel send ``sig`` to this process when the thread
+    that started it exits (``PR_SET_PDEATHSIG``). False: not available."""
     if not sys.platform.startswith("linux"):  # pragma: no cover
-        return
+        return False
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        return libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
     except Exception:  # pragma: no cover - no prctl: the idle checks remain
+        return False
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: have the kernel SIGKILL this process when its parent exits."""
+    if not _set_pdeathsig(signal.SIGKILL):  # pragma: no cover
         return
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
+
+
+def _allow_children() -> None:
+    """Let the envs start ``multiprocessing`` processes of their own.
+
+    multiprocessing refuses children to a process started with
+    ``daemon=True`` ("daemonic processes are not allowed to have children");
+    inside the worker that flag only steers multiprocessing's bookkeeping
+    (the parent's flag, which decides what the parent's interpreter exit
+    does, is untouched), so the worker clears its own copy. An env's
+    processes are then non-daemonic by default, as in a plain script.
+    """
+    import multiprocessing
+
+    # The setter's check (not yet started) holds here: the worker's own
+    # Process object was copied or pickled before the parent recorded it.
+    multiprocessing.current_process().daemon = False
+
+
+def _guard_group() -> Optional[int]:
+    """Linux: make this worker the leader of a process group of its own and
+    fork a guard that SIGKILLs that group once the worker is gone.
+
+    The env's own processes (a simulator's server, a multiprocessing pool)
+    join the worker's group unless they leave it (``setsid``,
+    ``start_new_session=True``). The guard is told of the worker's death by
+    the kernel (``PR_SET_PDEATHSIG``, with a 1 s ``getppid`` check as well),
+    so whatever kills the worker (the parent's SIGKILL through the worker's
+    own death signal, the watchdog, a crash, a normal exit after the envs
+    were closed), the env's processes left in the group are killed within
+    milliseconds. Returns the guard's pid (None: no guard, e.g. not Linux).
+    """
+    if not sys.platform.startswith("linux"):  # pragma: no cover
+        return None
+    try:
+        os.setpgid(0, 0)  # the parent does the same (either may run first)
+    except OSError:  # pragma: no cover - a session leader, or not permitted
+        pass
+    me = os.getpid()
+    if os.getpgid(0) != me:  # pragma: no cover
+        return None
+    import ctypes  # noqa: F401 - imported before the fork, for _set_pdeathsig
+
+    try:
+        pid = os.fork()
+    except OSError:  # pragma: no cover - out of processes: no guard
+        return None
+    if pid == 0:  # the guard: runs no env code and holds no vecenv resource
+        try:
+            _guard(me)
+        finally:
+            os._exit(0)
+    return pid
+
+
+def _guard(worker: int) -> None:
+    """The guard's whole life (see :func:`_guard_group`)."""
+    # Drop the worker's pipe and the shared block: neither may outlive it.
+    os.closerange(3, 1 << 16)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    _set_pdeathsig(signal.SIGUSR1)
+    try:  # its name in ps and psutil (PR_SET_NAME)
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, b"vecenv-guard", 0, 0, 0)
+    except Exception:  # pragma: no cover
+        pass
+    while os.getppid() == worker:
+        signal.sigtimedwait({signal.SIGUSR1}, 1.0)
+    try:
+        os.killpg(worker, signal.SIGKILL)  # the guard is in the group too
+    except OSError:
+        pass
+
+
+def _stop_children() -> None:
+    """At a worker's exit, after its envs were closed: stop the
+    ``multiprocessing`` processes the envs left running (terminate, then
+    kill), so the worker's exit never waits for them (multiprocessing joins
+    a process's non-daemonic children when it exits). Other processes left
+    in the worker's group are killed by the guard once the worker is gone."""
+    import multiprocessing
+
+    left = multiprocessing.active_children()
+    for p in left:
+        try:
+            p.terminate()
+        except Exception:
+            pass
+    for p in left:
+        p.join(1.0)
+        if p.exitcode is None:
+            try:
+                p.kill()
+            except Exception:
+                pass
+            p.join(1.0)
 
 
 def to_gymnasium(env):
@@ -249,16 +353,21 @@ def worker_main(spec: WorkerSpec, conn) -> None:
     if spec.pdeathsig and os.getppid() == spec.parent_pid:
         _die_with_parent(spec.parent_pid)
     parent = _Parent(spec.parent_pid)
+    _guard_group()
+    _allow_children()
     envs: List[Any] = []
     conn = WorkerChannel(conn, parent.alive, PARENT_CHECK_S)
     try:
         _run(spec, conn, parent, envs)
     finally:
+        # The envs stop their own processes in close(); what they leave is
+        # stopped after that (_stop_children, then the guard).
         for env in envs:
             try:
                 env.close()
             except Exception:
                 pass
+        _stop_children()
         try:
             conn.close()
         except Exception:

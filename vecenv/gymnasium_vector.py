@@ -198,7 +198,9 @@ class AsyncVectorEnv(VectorEnv):
     context : {"fork", "spawn", "forkserver"}, optional
         multiprocessing start method (default: the platform's).
     daemon : bool
-        Start the workers as daemon processes.
+        multiprocessing's daemon flag of the workers, accepted as gymnasium's
+        is; unlike gymnasium's, envs may start processes of their own with
+        either value (see :class:`~vecenv.ShmemVecEnv`).
     worker : None
         Must be None: vecenv runs its own worker loop. Anything else raises
         :class:`~vecenv.InvalidArgumentError` (a ValueError).

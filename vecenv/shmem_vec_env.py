@@ -164,7 +164,9 @@ class ShmemVecEnv(EngineVecEnv):
         Pin worker ``w`` to core ``cores[w % len(cores)]``; True uses all usable
         cores in order. Default: no pinning.
     daemon : bool
-        Start workers as daemon processes (default True).
+        multiprocessing's daemon flag of the workers (default True). Either way
+        envs may start processes, which are theirs to stop in ``close()``; what
+        they leave in their worker's process group dies with the worker.
     on_worker_death : {"raise", "restart"}
         "raise" (default): a worker that dies during a step raises
         :class:`~vecenv.errors.WorkerDiedError` and the vec env needs a
