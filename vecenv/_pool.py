@@ -274,6 +274,8 @@ class WorkerPool:
         ------
         WorkerError, WorkerDiedError, VecEnvTimeoutError, SpaceError
             See :class:`~vecenv.ShmemVecEnv`; every process is shut down first.
+        InvalidArgumentError
+            (``check_spaces``) The envs' ``render_mode`` differ.
         """
         try:
             for w in range(self.num_workers):
@@ -281,9 +283,11 @@ class WorkerPool:
             replies = _Startup(self).run(time.monotonic() + self.start_timeout)
             spaces = None
             metadata: Dict[str, Any] = {}
+            render_modes: List[Any] = []
             for w in range(self.num_workers):
                 reply = replies[w]
                 got = (reply.observation_space, reply.action_space)
+                render_modes += [md.get("render_mode") for md in reply.metadata or ()]
                 if spaces is None:
                     spaces = got
                     metadata = reply.metadata[0] if reply.metadata else {}
@@ -292,6 +296,8 @@ class WorkerPool:
                         f"env {self.ranges[w][0]} has spaces ({got[0]}, {got[1]}), env 0 has "
                         f"({spaces[0]}, {spaces[1]}); all envs must share their spaces"
                     )
+            if self.check_spaces:
+                check_render_modes(render_modes)
         except BaseException:
             self.resources.shutdown(timeout=1.0)
             raise
@@ -660,6 +666,34 @@ class WorkerPool:
         if not isinstance(err, WorkerError):  # workers report env errors only
             raise TypeError(f"not an env's error report: {report!r}")
         return err
+
+
+class RenderModesDiffer(InvalidArgumentError):
+    """The envs of one vec env were built with different ``render_mode``;
+    ``render_modes`` holds each env's (the SB3 drop-in raises it as SB3's
+    AssertionError)."""
+
+    def __init__(self, message: str, render_modes: List[Any]):
+        super().__init__(message)
+        self.render_modes = list(render_modes)
+
+
+def check_render_modes(render_modes: List[Any]) -> None:
+    """Raise RenderModesDiffer (an InvalidArgumentError) unless every env
+    (``render_modes[i]`` is env ``i``'s ``render_mode``) has env 0's
+    render_mode: one vec env renders in one mode (SB3's vec envs refuse a
+    mix too)."""
+    if not render_modes or all(m == render_modes[0] for m in render_modes):
+        return
+    by_mode: Dict[str, List[int]] = {}
+    for i, mode in enumerate(render_modes):
+        by_mode.setdefault(repr(mode), []).append(i)
+    listed = "; ".join(f"render_mode={m}: envs {ids}" for m, ids in by_mode.items())
+    raise RenderModesDiffer(
+        f"the envs were built with different render_modes ({listed}); build every env "
+        "with the same render_mode (say render_mode='rgb_array' in each factory)",
+        render_modes,
+    )
 
 
 def check_affinity(cpu_affinity, num_workers: int) -> Optional[List[int]]:

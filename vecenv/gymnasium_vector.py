@@ -18,8 +18,10 @@ import copy as copy_module
 import enum
 import importlib
 import multiprocessing
+import re
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+import gymnasium
 import numpy as np
 from gymnasium import Space, logger
 from gymnasium import error as gym_error
@@ -32,6 +34,7 @@ from gymnasium.vector.vector_env import AutoresetMode
 from vecenv._options import ENGINE_OPTIONS, EngineOptions, autoreset_mode_name
 from vecenv.errors import (
     ActionTypeError,
+    ArgumentNotPicklableError,
     ClosedError,
     InvalidArgumentError,
     PendingTimeoutError,
@@ -128,6 +131,56 @@ def _check_shared_memory_space(space: Space) -> None:
             "Using `AsyncVector(..., shared_memory=True)` caused an error, you can disable "
             "this feature with `shared_memory=False` however this is slower."
         )
+
+
+class _ArgumentAssertionError(InvalidArgumentError, AssertionError):
+    """A bad argument where the installed gymnasium asserts (before 1.4):
+    an AssertionError, as gymnasium raises, and an InvalidArgumentError."""
+
+
+class _ArgumentTypeError(InvalidArgumentError, TypeError):
+    """A bad argument's type where gymnasium (1.4 and later) raises TypeError."""
+
+
+def _probe_asserts_arguments() -> bool:
+    """True when the installed gymnasium raises AssertionError for bad
+    arguments of its vector envs (a seed list of the wrong length, a bad
+    ``reset_mask``, a custom ``observation_mode`` that is not two spaces):
+    gymnasium before 1.4 asserts, 1.4 raises TypeError and ValueError
+    (Gymnasium PR 1615). Found by calling gymnasium's own
+    ``AsyncVectorEnv.reset_async`` on a stand-in with seeds of the wrong
+    length (it checks them before it touches a pipe); the version decides if
+    that probe fails some other way."""
+    from types import SimpleNamespace
+
+    from gymnasium.vector import AsyncVectorEnv as _GymAsync
+
+    probe = SimpleNamespace(num_envs=2, closed=False, _assert_is_running=lambda: None)
+    try:
+        _GymAsync.reset_async(probe, seed=[0])  # type: ignore[arg-type]
+    except AssertionError:
+        return True
+    except ValueError:
+        return False
+    except Exception:
+        pass
+    parts = [int(p) for p in re.findall(r"\d+", gymnasium.__version__)[:2]]
+    return tuple(parts) < (1, 4)
+
+
+#: Whether the installed gymnasium asserts its arguments (see
+#: :func:`_probe_asserts_arguments`); read at each check, so a test can set it.
+_ASSERTS_ARGUMENTS = _probe_asserts_arguments()
+
+
+def _argument_error(kind: type, message: str, legacy: Optional[str] = None) -> Exception:
+    """The error gymnasium raises for a bad argument: ``kind`` ("TypeError"
+    or "ValueError" in gymnasium 1.4: _ArgumentTypeError or
+    InvalidArgumentError) with ``message``, or before 1.4 an AssertionError
+    with its message then (``legacy``; default ``message``)."""
+    if _ASSERTS_ARGUMENTS:
+        return _ArgumentAssertionError(message if legacy is None else legacy)
+    return kind(message)
 
 
 class _DynamicSpaceError(SpaceError, TypeError):
@@ -311,9 +364,11 @@ class AsyncVectorEnv(VectorEnv):
         custom_spaces = None
         if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
             if not all(isinstance(s, Space) for s in observation_mode):
-                raise TypeError(
+                raise _argument_error(
+                    _ArgumentTypeError,
                     "Expected both elements of observation_mode to be Spaces, got "
-                    f"{type(observation_mode[0])} and {type(observation_mode[1])}"
+                    f"{type(observation_mode[0])} and {type(observation_mode[1])}",
+                    "",  # gymnasium before 1.4: a bare assert
                 )
             custom_spaces = observation_mode
         elif not (isinstance(observation_mode, str) and observation_mode in ("same", "different")):
@@ -525,29 +580,42 @@ class AsyncVectorEnv(VectorEnv):
         else:
             seeds = list(seed)  # type: ignore[arg-type]  # a bool raises TypeError here
         if len(seeds) != self.num_envs:
-            raise InvalidArgumentError(
+            raise _argument_error(
+                InvalidArgumentError,
                 "If seeds are passed as a list the length must match num_envs="
-                f"{self.num_envs} but got length={len(seeds)}."
+                f"{self.num_envs} but got length={len(seeds)}.",
             )
         self._no_pending("reset_async", sep="")
         env_ids = None
         if options is not None and "reset_mask" in options:
             options = dict(options)
             mask = options.pop("reset_mask")
+            # gymnasium's messages: 1.4's, and (legacy) those of its asserts before.
             if not isinstance(mask, np.ndarray):
-                raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+                raise _argument_error(
+                    _ArgumentTypeError,
+                    f"`options['reset_mask']` must be a numpy array, got {type(mask)}",
+                    f"`options['reset_mask': mask]` must be a numpy array, got {type(mask)}",
+                )
             if mask.shape != (self.num_envs,):
-                raise InvalidArgumentError(
-                    f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}"
+                raise _argument_error(
+                    InvalidArgumentError,
+                    f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}",
+                    f"`options['reset_mask': mask]` must have shape `({self.num_envs},)`, "
+                    f"got {mask.shape}",
                 )
             if mask.dtype != np.bool_:
-                raise TypeError(
-                    f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}"
+                raise _argument_error(
+                    _ArgumentTypeError,
+                    f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}",
+                    f"`options['reset_mask': mask]` must have `dtype=np.bool_`, got {mask.dtype}",
                 )
             if not np.any(mask):
-                raise InvalidArgumentError(
+                raise _argument_error(
+                    InvalidArgumentError,
                     "`options['reset_mask']` must contain a boolean array with at least one True "
-                    f"value, got reset_mask={mask}"
+                    f"value, got reset_mask={mask}",
+                    f"`options['reset_mask': mask]` must contain a boolean array, got reset_mask={mask}",
                 )
             env_ids = np.flatnonzero(mask)
         venv = self._venv
@@ -700,6 +768,10 @@ class AsyncVectorEnv(VectorEnv):
         ------
         ValueError
             A list/tuple whose length is not num_envs.
+        ArgumentNotPicklableError
+            An env's value does not pickle (a ``TypeError``, as gymnasium
+            raises; names the env): the envs before it are set, it and the
+            ones after it are not.
         AlreadyPendingCallError
         """
         self._assert_is_running()
@@ -714,9 +786,17 @@ class AsyncVectorEnv(VectorEnv):
         venv = self._venv
         # One call per env, all sent before any reply is read: replies from one
         # worker come back in the order they were sent.
-        pending = [
-            venv.call_async("set_attr", name, (v,), indices=[i]) for i, v in enumerate(values)
-        ]
+        pending = []
+        try:
+            for i, v in enumerate(values):
+                pending.append(venv.call_async("set_attr", name, (v,), indices=[i]))
+        except ArgumentNotPicklableError:
+            # Env i's value does not pickle: nothing was sent to it; the envs
+            # before it were set (their replies are collected first).
+            with self._waiting("set_attr", None):
+                for p in pending:
+                    venv.call_wait(p)
+            raise
         with self._waiting("set_attr", None):
             for p in pending:
                 venv.call_wait(p)

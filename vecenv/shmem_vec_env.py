@@ -52,7 +52,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from vecenv._autolayout import plan_layout
-from vecenv._calls import Calls
+from vecenv._calls import Calls, check_picklable
 from vecenv._collect import Collector, Recovery
 from vecenv._engine import EngineVecEnv, State
 from vecenv._inprocess import InprocPool
@@ -201,9 +201,10 @@ class ShmemVecEnv(EngineVecEnv):
         False: such spaces raise :class:`~vecenv.errors.SpaceError`.
     check_spaces : bool
         True (default): every env must have env 0's observation and action
-        spaces. False: only their shapes and dtypes must agree (the caller
-        checks the rest, as the gymnasium drop-in does for
-        ``observation_mode="different"``).
+        spaces, and its ``render_mode``. False: only their shapes and dtypes
+        must agree (the caller checks the rest, as the gymnasium drop-in does
+        for ``observation_mode="different"``; it accepts mixed render modes,
+        as gymnasium does).
     engine_options : EngineOptions, optional
         All of the options above as one :class:`~vecenv.EngineOptions`
         (then pass none of them as keywords). The options in use are the
@@ -230,7 +231,9 @@ class ShmemVecEnv(EngineVecEnv):
     ------
     InvalidArgumentError
         Bad arguments (before any process or shared memory exists), also
-        ``timeout`` or ``cpu_affinity`` with ``num_workers=0``.
+        ``timeout`` or ``cpu_affinity`` with ``num_workers=0``; envs built
+        with different ``render_mode`` (names the envs and their modes; once
+        they are built, every process is stopped first).
     SpaceError
         A space that cannot live in shared memory, or envs that disagree.
     WorkerError
@@ -391,6 +394,9 @@ class ShmemVecEnv(EngineVecEnv):
             step_async() or reset_async() is finished and its results dropped.)
         InvalidArgumentError
             Bad ``env_ids``.
+        ArgumentNotPicklableError
+            Options of :meth:`set_options` that do not pickle (names the
+            envs); nothing was sent, the state and the options are kept.
         WorkerError, WorkerDiedError, VecEnvTimeoutError
             A worker could not be started again, or the envs in flight failed
             to finish; the vec env still needs a reset.
@@ -406,9 +412,14 @@ class ShmemVecEnv(EngineVecEnv):
             State.STEP_PENDING,
         )
         ids = self._reset_ids(env_ids)
+        seeds, options = self._seeds, self._options
+        if options:  # checked before anything is sent: a worker keeps what it gets
+            check_picklable(
+                "reset options",
+                options if ids is None else {int(i): options[i] for i in ids if i in options},
+            )
         entered = self._state
         self._state = State.NEEDS_RESET  # until the reset completes
-        seeds, options = self._seeds, self._options
         self._steps.start_reset(ids, entered is State.NEEDS_RESET, seeds, options)
         self._seeds = [None] * self.num_envs
         self._options = {}
