@@ -818,20 +818,23 @@ _LEGACY_RESET_MASK = (
         np.array([False, False, False]),
         "`options['reset_mask': mask]` must contain a boolean array, got reset_mask=[False False False]",
     ),
-    ([True, True, False], "`options['reset_mask': mask]` must be a numpy array, got <class 'list'>"),
+    (
+        [True, True, False],
+        "`options['reset_mask': mask]` must be a numpy array, got <class 'list'>",
+    ),
 )
 
 
 def test_argument_errors_follow_the_installed_gymnasium(monkeypatch):
-    from vecenv import gymnasium_vector
+    from vecenv import _gym_errors
 
     parts = tuple(int(p) for p in re.findall(r"\d+", gym.__version__)[:2])
-    assert gymnasium_vector._ASSERTS_ARGUMENTS == (parts < (1, 4))
+    assert _gym_errors.ASSERTS_ARGUMENTS == (parts < (1, 4))
     envs = counters(3)
     try:
         envs.reset()
         for asserts in (True, False):
-            monkeypatch.setattr(gymnasium_vector, "_ASSERTS_ARGUMENTS", asserts)
+            monkeypatch.setattr(_gym_errors, "ASSERTS_ARGUMENTS", asserts)
             for mask, legacy in _LEGACY_RESET_MASK:
                 with pytest.raises((AssertionError, TypeError, ValueError)) as info:
                     envs.reset(options={"reset_mask": mask})
@@ -852,7 +855,7 @@ def test_argument_errors_follow_the_installed_gymnasium(monkeypatch):
 
 
 def test_the_assert_probe_reads_gymnasiums_behaviour(monkeypatch):
-    from vecenv import gymnasium_vector
+    from vecenv import _gym_errors
 
     def asserting(self, seed=None, options=None):  # gymnasium 1.3's reset_async, in short
         self._assert_is_running()
@@ -865,12 +868,12 @@ def test_the_assert_probe_reads_gymnasiums_behaviour(monkeypatch):
 
     for reset_async, asserts in ((asserting, True), (raising, False)):
         monkeypatch.setattr(gym.vector.AsyncVectorEnv, "reset_async", reset_async)
-        assert gymnasium_vector._probe_asserts_arguments() is asserts
+        assert _gym_errors.probe_asserts_arguments() is asserts
     monkeypatch.setattr(gym.vector.AsyncVectorEnv, "reset_async", lambda self, **kw: 1 / 0)
     monkeypatch.setattr(gym, "__version__", "1.3.0")  # the probe fails: the version decides
-    assert gymnasium_vector._probe_asserts_arguments() is True
+    assert _gym_errors.probe_asserts_arguments() is True
     monkeypatch.setattr(gym, "__version__", "1.4.1")
-    assert gymnasium_vector._probe_asserts_arguments() is False
+    assert _gym_errors.probe_asserts_arguments() is False
 
 
 class _HolderEnv(CountEnv):

@@ -11,6 +11,7 @@ here is ours.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -651,7 +652,7 @@ def _unpicklable_holder(env_id, bad):
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_an_attribute_that_does_not_pickle_back_is_not_a_missing_attribute(context):
-    fns = [(lambda i: lambda: _unpicklable_holder(i, 2))(i) for i in range(3)]
+    fns = [functools.partial(_unpicklable_holder, i, 2) for i in range(3)]
     with SubprocVecEnv(fns, start_method=context, num_workers=1) as venv:
         for call, what in (
             (lambda: venv.get_attr("fn"), "get_attr('fn')"),

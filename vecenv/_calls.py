@@ -42,7 +42,9 @@ def unpicklable_error(
     if first is None:
         return None
     kind = f"{type(first).__module__}.{type(first).__qualname__}"
-    alternative = ", or use num_workers=0, where calls pass them by reference" if by_reference else ""
+    alternative = (
+        ", or use num_workers=0, where calls pass them by reference" if by_reference else ""
+    )
     return ArgumentNotPicklableError(
         f"the {what} for env(s) {bad} cannot be sent to the envs: pickling it raised {kind}: "
         f"{first}. Pass picklable values (module-level functions and classes; no lambdas, "
@@ -51,9 +53,14 @@ def unpicklable_error(
     )
 
 
-def check_picklable(what: str, values: Dict[int, Any]) -> None:
+def check_picklable(what: str, values: Dict[int, Any], ids: Any = None) -> None:
     """Raise ArgumentNotPicklableError (naming the envs) unless every value
-    of ``values`` (env index -> the value meant for it) pickles."""
+    of ``values`` (env index -> the value meant for it) of the envs ``ids``
+    (None: all) pickles."""
+    if not values:
+        return
+    if ids is not None:
+        values = {int(i): values[int(i)] for i in ids if int(i) in values}
     try:
         pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:

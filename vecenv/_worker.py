@@ -703,10 +703,7 @@ class _Loop:
                 return _send(self.conn, msgs.Result(results))
             except Exception:  # a value that does not pickle: find whose, blame it alone
                 label = "render()" if what == "render" else f"{what}({name!r})"
-                results = [
-                    _picklable_result(entry, i, label)
-                    for i, entry in zip(env_ids, results)
-                ]
+                results = [_picklable_result(entry, i, label) for i, entry in zip(env_ids, results)]
                 return _send(self.conn, msgs.Result(results))
         raise RuntimeError(f"unknown message {kind!r} from the parent")
 

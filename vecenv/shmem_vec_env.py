@@ -200,11 +200,8 @@ class ShmemVecEnv(EngineVecEnv):
         is a tuple of per-env values, as gymnasium batches them. Default
         False: such spaces raise :class:`~vecenv.errors.SpaceError`.
     check_spaces : bool
-        True (default): every env must have env 0's observation and action
-        spaces, and its ``render_mode``. False: only their shapes and dtypes
-        must agree (the caller checks the rest, as the gymnasium drop-in does
-        for ``observation_mode="different"``; it accepts mixed render modes,
-        as gymnasium does).
+        True (default): every env must have env 0's spaces and render_mode.
+        False: only shapes and dtypes must agree (the gymnasium drop-in's).
     engine_options : EngineOptions, optional
         All of the options above as one :class:`~vecenv.EngineOptions`
         (then pass none of them as keywords). The options in use are the
@@ -231,9 +228,8 @@ class ShmemVecEnv(EngineVecEnv):
     ------
     InvalidArgumentError
         Bad arguments (before any process or shared memory exists), also
-        ``timeout`` or ``cpu_affinity`` with ``num_workers=0``; envs built
-        with different ``render_mode`` (names the envs and their modes; once
-        they are built, every process is stopped first).
+        ``timeout`` or ``cpu_affinity`` with ``num_workers=0``; envs of
+        different ``render_mode`` (names them; every process is stopped).
     SpaceError
         A space that cannot live in shared memory, or envs that disagree.
     WorkerError
@@ -395,8 +391,7 @@ class ShmemVecEnv(EngineVecEnv):
         InvalidArgumentError
             Bad ``env_ids``.
         ArgumentNotPicklableError
-            Options of :meth:`set_options` that do not pickle (names the
-            envs); nothing was sent, the state and the options are kept.
+            Reset options that do not pickle (names the envs); nothing changed.
         WorkerError, WorkerDiedError, VecEnvTimeoutError
             A worker could not be started again, or the envs in flight failed
             to finish; the vec env still needs a reset.
@@ -413,11 +408,7 @@ class ShmemVecEnv(EngineVecEnv):
         )
         ids = self._reset_ids(env_ids)
         seeds, options = self._seeds, self._options
-        if options:  # checked before anything is sent: a worker keeps what it gets
-            check_picklable(
-                "reset options",
-                options if ids is None else {int(i): options[i] for i in ids if i in options},
-            )
+        check_picklable("reset options", options, ids)  # before anything is sent
         entered = self._state
         self._state = State.NEEDS_RESET  # until the reset completes
         self._steps.start_reset(ids, entered is State.NEEDS_RESET, seeds, options)
