@@ -502,7 +502,9 @@ def test_a_value_that_does_not_pickle_out_names_the_envs_and_sends_nothing(conte
             assert f"the {what} for env(s) [2, 3] cannot be sent" in str(err)
             assert "pickling it raised" in str(err)  # the pickling error, quoted
         venv.set_options([None, None, {"lock": lock}, None])
-        with pytest.raises(vecenv.ArgumentNotPicklableError, match=r"reset options for env\(s\) \[2\]"):
+        with pytest.raises(
+            vecenv.ArgumentNotPicklableError, match=r"reset options for env\(s\) \[2\]"
+        ):
             venv.reset()
         venv.step(ZEROS)  # nothing was sent: the vec env is as it was (idle)
         with pytest.raises(vecenv.ArgumentNotPicklableError, match=r"actions for env\(s\) \[1\]"):
