@@ -28,12 +28,12 @@ from typing import Dict, List
 
 # Each cell: (name, the code that builds `venv` and the actions `act`, "lockstep" or "async").
 CELLS: Dict[str, tuple] = {
-    "noop x16, 1 worker": (
+    "noop x16 (1 worker)": (
         "import vecenv.envs as E; E.register()\n"
         "venv = vecenv.make('vecenv/Noop-v0', 16, num_workers=1)",
         "lockstep",
     ),
-    "noop x16, in process": (
+    "noop x16 (in process)": (
         "import vecenv.envs as E; E.register()\n"
         "venv = vecenv.make('vecenv/Noop-v0', 16, num_workers=0)",
         "lockstep",

@@ -18,31 +18,40 @@ Private module; users never import it. It holds
 Every kernel validates with the GIL held and then runs one ``with nogil:``
 block on raw pointers.
 
-Control region layout (byte offsets from the start of the block)::
+Control region layout (byte offsets from the start of the block; every
+offset, index and size has a name in csrc/_protocol.pxd and vecenv._protocol,
+which the code uses, never the number)::
 
-    0     header: magic, num_envs, num_workers
-    64    doorbell     (workers add on every publish and when a pipe write
-                        blocks; the parent futex-waits on it; never a count)
-    68    parent_waiting (1 while the parent sleeps on the doorbell)
-    72    parent_target (published count at which a worker must wake the parent)
-    128   ticket counter (one ticket per published worker round: FIFO order)
-    256   one 128-byte slot per worker:
-            +0  cmd_seq    parent adds 1 to hand the worker new work
-            +4  sleeping   1 while the worker sleeps on cmd_seq
-            +8  msg_seq    parent adds 1 per frame it starts writing to the worker's
+    0     header (HDR_*, u32 words):
+            +0   magic          REGION_MAGIC once the parent wrote the header
+            +4   num_envs
+            +8   num_workers
+            +64  doorbell       workers ring it (add 1) on every publish and
+                                when a pipe write blocks; the parent
+                                futex-waits on it. Its value means nothing:
+                                never a count, only a change to wake on
+            +68  parent_waiting 1 while the parent sleeps on the doorbell
+            +72  parent_target  published count at which a worker must wake the parent
+            +128 ticket counter one ticket per published worker round: FIFO order
+    256   one 128-byte slot per worker (REGION_HEADER_BYTES, REGION_SLOT_BYTES;
+          SLOT_* are u32 word indices, the byte offsets are 4x):
+            [0] cmd_seq    parent adds 1 to hand the worker new work
+            [1] sleeping   1 while the worker sleeps on cmd_seq
+            [2] msg_seq    parent adds 1 per frame it starts writing to the worker's
                            pipe, before the first byte (vecenv._channel)
-            +12 published  worker adds the envs of each publish (u32, wraps)
-            +16 collected  parent adds the worker's envs it collects; forget()
+            [3] published  worker adds the envs of each publish (u32, wraps)
+            [4] collected  parent adds the worker's envs it collects; forget()
                            sets it to published (u32, wraps)
-            +20 tx_blocked 1 while the worker waits for room to write a frame
+            [5] tx_blocked 1 while the worker waits for room to write a frame
                            to its pipe (the parent then reads that pipe)
-            +24..+31 spare
-            +32 env + 1  the env the worker is inside (0: between env calls)
-            +36 activity what that env is doing (vecenv._worker.Activity)
+            [6], [7] spare
+            [8] env + 1    the env the worker is inside (0: between env calls)
+            [9] activity   what that env is doing (vecenv._protocol.Activity)
     then  op[num_envs]      u8  parent writes (STEP, RESET), worker clears
           status[num_envs]  u8  worker writes (0 ok, INFO, ERROR) before publishing
           ready[num_envs]   u8  worker sets on publish, parent clears on collect
           ticket[num_envs]  u32 worker writes on publish
+          (each array starts on a REGION_ALIGN boundary)
 
 The number of envs published and not yet collected is the sum over workers of
 ``int32(published - collected)``, never a shared counter: each worker's share
@@ -68,14 +77,8 @@ import numpy as np
 
 cimport numpy as cnp
 
-from _protocol cimport (
-    OP_NONE as C_OP_NONE,
-    OP_RESET as C_OP_RESET,
-    OP_STEP as C_OP_STEP,
-    STATUS_ERROR as C_STATUS_ERROR,
-    STATUS_INFO as C_STATUS_INFO,
-    STATUS_OK as C_STATUS_OK,
-)
+# The protocol's tables (vecenv._protocol's, mirrored by name): P.OP_STEP ...
+cimport _protocol as P
 
 cnp.import_array()
 
@@ -118,22 +121,70 @@ DEBUG_BUILD = bool(VE_DEBUG_BUILD)
 # Op codes written by the parent into op[env], and status codes written by a
 # worker into status[env] before publishing: the cdef enums of
 # csrc/_protocol.pxd, the values of vecenv._protocol.Op and .Status.
-OP_STEP = C_OP_STEP
-OP_RESET = C_OP_RESET
-STATUS_OK = C_STATUS_OK
-STATUS_INFO = C_STATUS_INFO   # a message for this env (info dict) is on the worker's pipe
-STATUS_ERROR = C_STATUS_ERROR  # an error report for this env is on the worker's pipe
-# The C side's table, for the test that it equals vecenv._protocol's.
-PROTOCOL = {
-    "Op": {"NONE": C_OP_NONE, "STEP": C_OP_STEP, "RESET": C_OP_RESET},
-    "Status": {"OK": C_STATUS_OK, "INFO": C_STATUS_INFO, "ERROR": C_STATUS_ERROR},
-}
+OP_STEP = P.OP_STEP
+OP_RESET = P.OP_RESET
+STATUS_OK = P.STATUS_OK
+STATUS_INFO = P.STATUS_INFO   # a message for this env (info dict) is on the worker's pipe
+STATUS_ERROR = P.STATUS_ERROR  # an error report for this env is on the worker's pipe
+# What ParentStep's calls return instead of a result (vecenv._protocol.ParentCode).
+PARENT_NOT_EXACT = P.PARENT_NOT_EXACT  # the actions are not an exact array: nothing was done
+PARENT_WAITING = P.PARENT_WAITING  # dispatched (or in flight), not all published within the slice
+PARENT_TOO_FEW = P.PARENT_TOO_FEW  # recv: fewer than k envs in flight: nothing was done
+PARENT_CHECK_DUE = P.PARENT_CHECK_DUE  # a liveness check is due: dispatched (step), not waited
+# What Control.wait_ready and WorkerControl.worker_wait return instead of a
+# count or a sequence number (vecenv._protocol.WaitCode).
+WAIT_TIMED_OUT = P.WAIT_TIMED_OUT
+WAIT_TX_BLOCKED = P.WAIT_TX_BLOCKED  # wait_ready: a worker waits for room on its pipe
 
-cdef enum:
-    HEADER_BYTES = 256
-    SLOT_BYTES = 128
-    ALIGN = 64
-    MAGIC = 0x56454331  # "VEC1"
+# The info keys as Python strings, made once.
+_RESET_INFO_KEY = P.RESET_INFO_KEY.decode("ascii")
+_PICKLED_OBS_KEY = P.PICKLED_OBS_KEY.decode("ascii")
+_PICKLED_FINAL_KEY = P.PICKLED_FINAL_KEY.decode("ascii")
+_TERMINAL_OBS_KEY = P.TERMINAL_OBS_KEY.decode("ascii")
+_TIME_LIMIT_KEY = P.TIME_LIMIT_KEY.decode("ascii")
+
+# The C side's tables, {table: {name: value}}, for the test that they equal
+# vecenv._protocol.mirrored_tables(): one entry per constant of
+# csrc/_protocol.pxd, under its Python name.
+PROTOCOL = {
+    "Op": {"NONE": P.OP_NONE, "STEP": P.OP_STEP, "RESET": P.OP_RESET},
+    "Status": {"OK": P.STATUS_OK, "INFO": P.STATUS_INFO, "ERROR": P.STATUS_ERROR},
+    "Activity": {
+        "NONE": P.ACTIVITY_NONE, "UNPICKLE": P.ACTIVITY_UNPICKLE, "CREATE": P.ACTIVITY_CREATE,
+        "RESET": P.ACTIVITY_RESET, "STEP": P.ACTIVITY_STEP, "AUTORESET": P.ACTIVITY_AUTORESET,
+        "RENDER": P.ACTIVITY_RENDER, "GET_ATTR": P.ACTIVITY_GET_ATTR,
+        "SET_ATTR": P.ACTIVITY_SET_ATTR, "ENV_METHOD": P.ACTIVITY_ENV_METHOD,
+        "CALL": P.ACTIVITY_CALL, "IS_WRAPPED": P.ACTIVITY_IS_WRAPPED,
+    },
+    "Autoreset": {
+        "SB3": P.AUTORESET_SB3, "NEXT_STEP": P.AUTORESET_NEXT_STEP,
+        "SAME_STEP": P.AUTORESET_SAME_STEP, "DISABLED": P.AUTORESET_DISABLED,
+    },
+    "Region": {
+        "HEADER_BYTES": P.REGION_HEADER_BYTES, "SLOT_BYTES": P.REGION_SLOT_BYTES,
+        "ALIGN": P.REGION_ALIGN, "MAGIC": P.REGION_MAGIC,
+    },
+    "Header": {
+        "MAGIC": P.HDR_MAGIC, "NUM_ENVS": P.HDR_NUM_ENVS, "NUM_WORKERS": P.HDR_NUM_WORKERS,
+        "DOORBELL": P.HDR_DOORBELL, "PARENT_WAITING": P.HDR_PARENT_WAITING,
+        "PARENT_TARGET": P.HDR_PARENT_TARGET, "TICKET_COUNTER": P.HDR_TICKET_COUNTER,
+    },
+    "SlotWord": {
+        "CMD_SEQ": P.SLOT_CMD_SEQ, "SLEEPING": P.SLOT_SLEEPING, "MSG_SEQ": P.SLOT_MSG_SEQ,
+        "PUBLISHED": P.SLOT_PUBLISHED, "COLLECTED": P.SLOT_COLLECTED,
+        "TX_BLOCKED": P.SLOT_TX_BLOCKED, "ENV": P.SLOT_ENV, "ACTIVITY": P.SLOT_ACTIVITY,
+    },
+    "ParentCode": {
+        "NOT_EXACT": P.PARENT_NOT_EXACT, "WAITING": P.PARENT_WAITING,
+        "TOO_FEW": P.PARENT_TOO_FEW, "CHECK_DUE": P.PARENT_CHECK_DUE,
+    },
+    "WaitCode": {"TIMED_OUT": P.WAIT_TIMED_OUT, "TX_BLOCKED": P.WAIT_TX_BLOCKED},
+    "InfoKey": {
+        "RESET_INFO_KEY": _RESET_INFO_KEY, "PICKLED_OBS_KEY": _PICKLED_OBS_KEY,
+        "PICKLED_FINAL_KEY": _PICKLED_FINAL_KEY, "TERMINAL_OBS_KEY": _TERMINAL_OBS_KEY,
+        "TIME_LIMIT_KEY": _TIME_LIMIT_KEY,
+    },
+}
 
 
 cdef inline size_t _round_up(size_t n, size_t a) noexcept nogil:
@@ -145,9 +196,9 @@ def control_nbytes(Py_ssize_t num_envs, Py_ssize_t num_workers):
     ``num_workers`` workers (a multiple of 64)."""
     if num_envs < 1 or num_workers < 1:
         raise ValueError(f"num_envs and num_workers must be >= 1, got {num_envs}, {num_workers}")
-    cdef size_t n = HEADER_BYTES + SLOT_BYTES * <size_t>num_workers
-    n += 3 * _round_up(<size_t>num_envs, ALIGN)
-    n += _round_up(4 * <size_t>num_envs, ALIGN)
+    cdef size_t n = P.REGION_HEADER_BYTES + P.REGION_SLOT_BYTES * <size_t>num_workers
+    n += 3 * _round_up(<size_t>num_envs, P.REGION_ALIGN)
+    n += _round_up(4 * <size_t>num_envs, P.REGION_ALIGN)
     return <Py_ssize_t>n
 
 
@@ -266,7 +317,7 @@ cdef class ControlRegion:
 
     cdef SharedBlock block
     cdef char* base
-    cdef uint32_t* nready  # the doorbell (see the layout above)
+    cdef uint32_t* doorbell  # rung on every publish; never a count (see the layout above)
     cdef uint32_t* parent_waiting
     cdef uint32_t* parent_target
     cdef uint32_t* ticket_counter
@@ -290,34 +341,37 @@ cdef class ControlRegion:
         self.num_envs = num_envs
         self.num_workers = num_workers
         self.base = block.ptr
-        self.nready = <uint32_t*>(self.base + 64)
-        self.parent_waiting = <uint32_t*>(self.base + 68)
-        self.parent_target = <uint32_t*>(self.base + 72)
-        self.ticket_counter = <uint32_t*>(self.base + 128)
-        self.slots = self.base + HEADER_BYTES
-        cdef size_t off = HEADER_BYTES + SLOT_BYTES * <size_t>num_workers
+        self.doorbell = <uint32_t*>(self.base + P.HDR_DOORBELL)
+        self.parent_waiting = <uint32_t*>(self.base + P.HDR_PARENT_WAITING)
+        self.parent_target = <uint32_t*>(self.base + P.HDR_PARENT_TARGET)
+        self.ticket_counter = <uint32_t*>(self.base + P.HDR_TICKET_COUNTER)
+        self.slots = self.base + P.REGION_HEADER_BYTES
+        cdef size_t off = P.REGION_HEADER_BYTES + P.REGION_SLOT_BYTES * <size_t>num_workers
         self.op = <uint8_t*>(self.base + off)
-        off += _round_up(<size_t>num_envs, ALIGN)
+        off += _round_up(<size_t>num_envs, P.REGION_ALIGN)
         self.status = <uint8_t*>(self.base + off)
-        off += _round_up(<size_t>num_envs, ALIGN)
+        off += _round_up(<size_t>num_envs, P.REGION_ALIGN)
         self.ready = <uint8_t*>(self.base + off)
-        off += _round_up(<size_t>num_envs, ALIGN)
+        off += _round_up(<size_t>num_envs, P.REGION_ALIGN)
         self.ticket = <uint32_t*>(self.base + off)
 
     cdef _header(self, bint init):
         # The subclass's __cinit__ calls this once its own checks passed.
-        cdef uint32_t* hdr = <uint32_t*>self.base
+        cdef uint32_t* magic = <uint32_t*>(self.base + P.HDR_MAGIC)
+        cdef uint32_t* envs = <uint32_t*>(self.base + P.HDR_NUM_ENVS)
+        cdef uint32_t* workers = <uint32_t*>(self.base + P.HDR_NUM_WORKERS)
         if init:
             memset(self.base, 0, <size_t>control_nbytes(self.num_envs, self.num_workers))
-            hdr[0] = MAGIC
-            hdr[1] = <uint32_t>self.num_envs
-            hdr[2] = <uint32_t>self.num_workers
+            magic[0] = P.REGION_MAGIC
+            envs[0] = <uint32_t>self.num_envs
+            workers[0] = <uint32_t>self.num_workers
             ve_fence()
-        elif hdr[0] != MAGIC or hdr[1] != <uint32_t>self.num_envs or hdr[2] != <uint32_t>self.num_workers:
+        elif (magic[0] != P.REGION_MAGIC or envs[0] != <uint32_t>self.num_envs
+                or workers[0] != <uint32_t>self.num_workers):
             raise ValueError("the shared block does not hold a vecenv control region of this shape")
 
     cdef inline uint32_t* _slot(self, Py_ssize_t w) noexcept nogil:
-        return <uint32_t*>(self.slots + SLOT_BYTES * w)
+        return <uint32_t*>(self.slots + P.REGION_SLOT_BYTES * w)
 
     cdef inline int64_t _published(self) noexcept nogil:
         # Sum of the workers' exact shares (see the layout in the module doc).
@@ -326,7 +380,7 @@ cdef class ControlRegion:
         cdef uint32_t* s
         for w in range(self.num_workers):
             s = self._slot(w)
-            total += <int32_t>(ve_load(&s[3]) - ve_load(&s[4]))
+            total += <int32_t>(ve_load(&s[P.SLOT_PUBLISHED]) - ve_load(&s[P.SLOT_COLLECTED]))
         return total
 
     def arrays(self):
@@ -336,7 +390,7 @@ cdef class ControlRegion:
         n = self.num_envs
         base = np.frombuffer(self.block, dtype=np.uint8)
         off = <Py_ssize_t>(self.op - <uint8_t*>self.base)
-        a = _round_up(<size_t>n, ALIGN)
+        a = _round_up(<size_t>n, P.REGION_ALIGN)
         op = base[off:off + n]
         st = base[off + a:off + a + n]
         rd = base[off + 2 * a:off + 2 * a + n]
@@ -349,10 +403,10 @@ cdef class ControlRegion:
         not replayed; the parent counts its wake-ups."""
         if worker < 0 or worker >= self.num_workers:
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
-        return <Py_ssize_t>ve_load(&self._slot(worker)[0])
+        return <Py_ssize_t>ve_load(&self._slot(worker)[P.SLOT_CMD_SEQ])
 
     # ------------------------------------------------------------ activity
-    # Slot bytes +32 (env + 1, 0: none) and +36 (an activity code): which env
+    # Slot words SLOT_ENV (env + 1, 0: none) and SLOT_ACTIVITY (an Activity code): which env
     # the worker is inside. The worker writes them with plain stores before
     # and after each env call; the parent reads them once the worker is dead
     # or stopped (a crash, a kill, the timeout watchdog), so what it reads is
@@ -366,8 +420,8 @@ cdef class ControlRegion:
         if worker < 0 or worker >= self.num_workers:
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         cdef uint32_t* s = self._slot(worker)
-        s[8] = 0
-        s[9] = 0
+        s[P.SLOT_ENV] = 0
+        s[P.SLOT_ACTIVITY] = 0
 
     def activity(self, Py_ssize_t worker):
         """Parent: ``(env, activity)`` recorded by ``worker`` (``(-1, 0)``
@@ -375,8 +429,8 @@ cdef class ControlRegion:
         if worker < 0 or worker >= self.num_workers:
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         cdef uint32_t* s = self._slot(worker)
-        cdef uint32_t e = ve_load(&s[8])
-        cdef uint32_t a = ve_load(&s[9])
+        cdef uint32_t e = ve_load(&s[P.SLOT_ENV])
+        cdef uint32_t a = ve_load(&s[P.SLOT_ACTIVITY])
         if e == 0 or e > <uint32_t>self.num_envs:
             return -1, 0
         return <Py_ssize_t>e - 1, <Py_ssize_t>a
@@ -468,15 +522,15 @@ cdef class Control(ControlRegion):
     cdef inline bint _tx_blocked_any(self) noexcept nogil:
         cdef Py_ssize_t w
         for w in range(self.num_workers):
-            if ve_load(&self._slot(w)[5]):
+            if ve_load(&self._slot(w)[P.SLOT_TX_BLOCKED]):
                 return True
         return False
 
     cdef inline void _kick(self, Py_ssize_t w) noexcept nogil:
         cdef uint32_t* s = self._slot(w)
-        ve_add(&s[0], 1)
-        if ve_load(&s[1]):
-            ve_futex_wake(&s[0])
+        ve_add(&s[P.SLOT_CMD_SEQ], 1)
+        if ve_load(&s[P.SLOT_SLEEPING]):
+            ve_futex_wake(&s[P.SLOT_CMD_SEQ])
 
     def dispatch_all(self, int op):
         """Parent: give every env the op code ``op`` and wake every worker.
@@ -486,7 +540,7 @@ cdef class Control(ControlRegion):
             ve_fence()  # actions written before this call are visible before the ops
             # Status first: a worker already awake may take an op as soon as it
             # is written and publish a status that a later clear would wipe.
-            memset(self.status, C_STATUS_OK, <size_t>self.num_envs)
+            memset(self.status, P.STATUS_OK, <size_t>self.num_envs)
             if self.inflight != NULL:
                 memset(self.inflight, 1, <size_t>self.num_envs)
             ve_fence()
@@ -509,7 +563,7 @@ cdef class Control(ControlRegion):
             memset(self.touched, 0, <size_t>self.num_workers)
             for i in range(n):  # status first, as in dispatch_all
                 e = ids[i]
-                self.status[e] = C_STATUS_OK
+                self.status[e] = P.STATUS_OK
                 self.touched[self.env_worker[e]] = 1
                 if self.inflight != NULL:
                     self.inflight[e] = 1
@@ -526,7 +580,7 @@ cdef class Control(ControlRegion):
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         cdef uint32_t* s = self._slot(worker)
         with nogil:
-            ve_add(&s[2], 1)
+            ve_add(&s[P.SLOT_MSG_SEQ], 1)
             self._kick(worker)
 
     def wait_ready(self, Py_ssize_t target, double spin_s, double timeout_s):
@@ -534,9 +588,9 @@ cdef class Control(ControlRegion):
 
         Spins for at most ``spin_s`` seconds, then sleeps on a futex, for at
         most ``timeout_s`` seconds in all. Returns the number of published envs
-        (>= target), -1 if the time ran out first, or -2 as soon as a worker
-        waits for room on its pipe (:meth:`tx_blocked_workers`: read their
-        pipes, then wait again). Callers wait in slices and check worker
+        (>= target), WAIT_TIMED_OUT (-1) if the time ran out first, or
+        WAIT_TX_BLOCKED (-2) as soon as a worker waits for room on its pipe
+        (:meth:`tx_blocked_workers`: read their pipes, then wait again). Callers wait in slices and check worker
         liveness and signals between them.
         """
         cdef int64_t v, t = target
@@ -561,7 +615,7 @@ cdef class Control(ControlRegion):
                     ve_store(self.parent_waiting, 1)
                     # Doorbell before the counts: a publish or a blocked write
                     # after this load changes it, so the futex wait returns.
-                    bell = ve_load(self.nready)
+                    bell = ve_load(self.doorbell)
                     v = self._published()
                     if v >= t:
                         break
@@ -572,13 +626,13 @@ cdef class Control(ControlRegion):
                     if left <= 0:
                         timed_out = 1
                         break
-                    ve_futex_wait(self.nready, bell, left)
+                    ve_futex_wait(self.doorbell, bell, left)
                     v = self._published()
                 ve_store(self.parent_waiting, 0)
         if blocked:
-            return -2
+            return P.WAIT_TX_BLOCKED
         if timed_out:
-            return -1
+            return P.WAIT_TIMED_OUT
         return <Py_ssize_t>v
 
     def published(self):
@@ -587,7 +641,7 @@ cdef class Control(ControlRegion):
 
     def tx_blocked_workers(self):
         """Parent: the workers waiting for room to write a frame to their pipe."""
-        return [w for w in range(self.num_workers) if ve_load(&self._slot(w)[5])]
+        return [w for w in range(self.num_workers) if ve_load(&self._slot(w)[P.SLOT_TX_BLOCKED])]
 
     def collect_all(self):
         """Parent: take all num_envs envs (all must be published). Returns how
@@ -600,7 +654,7 @@ cdef class Control(ControlRegion):
             if self.inflight != NULL:
                 memset(self.inflight, 0, <size_t>self.num_envs)
             for w in range(self.num_workers):
-                ve_add(&self._slot(w)[4], <uint32_t>self.wcount[w])
+                ve_add(&self._slot(w)[P.SLOT_COLLECTED], <uint32_t>self.wcount[w])
             for i in range(self.num_envs):
                 if self.status[i]:
                     flagged += 1
@@ -648,7 +702,7 @@ cdef class Control(ControlRegion):
                     self.inflight[e] = 0
                 if self.status[e]:
                     flagged += 1
-                ve_add(&self._slot(self.env_worker[e])[4], 1)
+                ve_add(&self._slot(self.env_worker[e])[P.SLOT_COLLECTED], 1)
         return flagged
 
     def forget(self, Py_ssize_t lo, Py_ssize_t hi):
@@ -667,16 +721,16 @@ cdef class Control(ControlRegion):
         cdef uint32_t* s
         with nogil:
             for i in range(lo, hi):
-                self.op[i] = C_OP_NONE
-                self.status[i] = C_STATUS_OK
+                self.op[i] = P.OP_NONE
+                self.status[i] = P.STATUS_OK
                 if self.inflight != NULL:
                     self.inflight[i] = 0
                 if self.ready[i]:
                     self.ready[i] = 0
                     n += 1
                 s = self._slot(self.env_worker[i])
-                ve_store(&s[4], ve_load(&s[3]))
-                ve_store(&s[5], 0)  # a dead writer waits for no room
+                ve_store(&s[P.SLOT_COLLECTED], ve_load(&s[P.SLOT_PUBLISHED]))
+                ve_store(&s[P.SLOT_TX_BLOCKED], 0)  # a dead writer waits for no room
         return <Py_ssize_t>n
 
 
@@ -715,7 +769,7 @@ cdef class WorkerControl(ControlRegion):
     def worker_wait(self, Py_ssize_t worker, uint32_t last_seq, double spin_s, double timeout_s):
         """Worker: wait until the parent changes this worker's cmd_seq from
         ``last_seq``. Spins up to ``spin_s`` seconds, then sleeps on a futex.
-        Returns the new cmd_seq, or -1 if ``timeout_s`` passed first."""
+        Returns the new cmd_seq, or WAIT_TIMED_OUT (-1) if ``timeout_s`` passed first."""
         if worker < 0 or worker >= self.num_workers:
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         cdef uint32_t* s = self._slot(worker)
@@ -724,34 +778,34 @@ cdef class WorkerControl(ControlRegion):
         cdef int timed_out = 0
         cdef unsigned long spins = 0
         with nogil:
-            v = ve_load(&s[0])
+            v = ve_load(&s[P.SLOT_CMD_SEQ])
             if v == last_seq:
                 start = ve_now()
                 while v == last_seq and ve_now() - start < spin_s:
                     ve_spin_step(spins)
                     spins += 1
-                    v = ve_load(&s[0])
+                    v = ve_load(&s[P.SLOT_CMD_SEQ])
                 while v == last_seq:
-                    ve_store(&s[1], 1)
-                    v = ve_load(&s[0])
+                    ve_store(&s[P.SLOT_SLEEPING], 1)
+                    v = ve_load(&s[P.SLOT_CMD_SEQ])
                     if v != last_seq:
                         break
                     left = timeout_s - (ve_now() - start)
                     if left <= 0:
                         timed_out = 1
                         break
-                    ve_futex_wait(&s[0], v, left)
-                    v = ve_load(&s[0])
-                ve_store(&s[1], 0)
+                    ve_futex_wait(&s[P.SLOT_CMD_SEQ], v, left)
+                    v = ve_load(&s[P.SLOT_CMD_SEQ])
+                ve_store(&s[P.SLOT_SLEEPING], 0)
         if timed_out:
-            return -1
+            return P.WAIT_TIMED_OUT
         return <Py_ssize_t>v
 
     def message_seq(self, Py_ssize_t worker):
         """Number of messages the parent has posted to ``worker`` so far."""
         if worker < 0 or worker >= self.num_workers:
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
-        return <Py_ssize_t>ve_load(&self._slot(worker)[2])
+        return <Py_ssize_t>ve_load(&self._slot(worker)[P.SLOT_MSG_SEQ])
 
     def take_ops(self, Py_ssize_t lo, Py_ssize_t hi):
         """Worker: return ``[(env, op), ...]`` for envs in ``[lo, hi)`` with a
@@ -763,8 +817,8 @@ cdef class WorkerControl(ControlRegion):
         cdef uint8_t o
         for i in range(lo, hi):
             o = self.op[i]
-            if o != C_OP_NONE:
-                self.op[i] = C_OP_NONE
+            if o != P.OP_NONE:
+                self.op[i] = P.OP_NONE
                 out.append((i, o))
         if out:
             # Order the op reads before the caller's next loads (message_seq,
@@ -814,10 +868,10 @@ cdef class WorkerControl(ControlRegion):
         for i in range(n):
             self.ready[envs[i]] = 1
         ve_fence()
-        ve_add(&slot[3], <uint32_t>n)
-        ve_add(self.nready, <uint32_t>n)  # the doorbell, after the counts
+        ve_add(&slot[P.SLOT_PUBLISHED], <uint32_t>n)
+        ve_add(self.doorbell, 1)  # ring, after the counts
         if ve_load(self.parent_waiting) and self._published() >= <int32_t>ve_load(self.parent_target):
-            ve_futex_wake(self.nready)
+            ve_futex_wake(self.doorbell)
         return t
 
     def set_tx_blocked(self, Py_ssize_t worker, bint blocked):
@@ -827,11 +881,11 @@ cdef class WorkerControl(ControlRegion):
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         cdef uint32_t* s = self._slot(worker)
         with nogil:
-            ve_store(&s[5], 1 if blocked else 0)
+            ve_store(&s[P.SLOT_TX_BLOCKED], 1 if blocked else 0)
             if blocked:
-                ve_add(self.nready, 1)
+                ve_add(self.doorbell, 1)
                 if ve_load(self.parent_waiting):
-                    ve_futex_wake(self.nready)
+                    ve_futex_wake(self.doorbell)
 
     def enter(self, Py_ssize_t worker, Py_ssize_t env, uint32_t activity):
         """Worker: record that ``worker`` is inside env ``env`` (in
@@ -839,8 +893,8 @@ cdef class WorkerControl(ControlRegion):
         if worker < 0 or worker >= self.num_workers or env < 0 or env >= self.num_envs:
             raise ValueError(f"worker={worker} or env={env} is out of range")
         cdef uint32_t* s = self._slot(worker)
-        s[9] = activity
-        s[8] = <uint32_t>(env + 1)
+        s[P.SLOT_ACTIVITY] = activity
+        s[P.SLOT_ENV] = <uint32_t>(env + 1)
 
 
 # ---------------------------------------------------------------------- leaves

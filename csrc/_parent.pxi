@@ -18,11 +18,8 @@
 from cpython.dict cimport PyDict_New
 from libc.math cimport INFINITY
 
-# Return codes of ParentStep.step/finish/recv/start (tuples are results).
-PARENT_NOT_EXACT = -1  # the actions are not an exact array: nothing was done
-PARENT_WAITING = 0  # dispatched (or in flight) but not all published within the slice
-PARENT_TOO_FEW = -2  # recv: fewer than k envs in flight: nothing was done
-PARENT_CHECK_DUE = 1  # a liveness check is due: dispatched (step) but not waited
+# Return codes of ParentStep.step/finish/recv (tuples are results): the
+# PARENT_* of csrc/_protocol.pxd, exposed in _core.pyx.
 
 
 cdef class ParentStep:
@@ -194,7 +191,7 @@ cdef class ParentStep:
                 return False
             with nogil:
                 memcpy(self.act_ptr, src, self.act_row_bytes * <size_t>self.n)
-        self.ctrl.dispatch_all(C_OP_STEP)
+        self.ctrl.dispatch_all(P.OP_STEP)
         return True
 
     def send(self, actions, env_ids):
@@ -237,7 +234,7 @@ cdef class ParentStep:
                 _scatter_c(self.act_ptr, src, p, k, rb)
         if not ok:
             return False
-        self.ctrl.dispatch(ids, C_OP_STEP)
+        self.ctrl.dispatch(ids, P.OP_STEP)
         return True
 
     # ------------------------------------------------------------ results
@@ -261,8 +258,8 @@ cdef class ParentStep:
             reset_infos[i] = PyDict_New()
             leaves = [b[i].copy() for b in self.final_bufs]
             info = infos[j]
-            info["terminal_observation"] = leaves[0] if self.unflatten is None else self.unflatten(leaves)
-            info["TimeLimit.truncated"] = bool(tr[i] and not te[i])
+            info[_TERMINAL_OBS_KEY] = leaves[0] if self.unflatten is None else self.unflatten(leaves)
+            info[_TIME_LIMIT_KEY] = bool(tr[i] and not te[i])
         return 0
 
     def step(self, actions, double spin_s, double first_s, list reset_infos=None,
@@ -273,7 +270,7 @@ cdef class ParentStep:
         returns (PARENT_WAITING and PARENT_CHECK_DUE: dispatched, to be
         waited for and collected in Python)."""
         if not self.start(actions):
-            return PARENT_NOT_EXACT
+            return P.PARENT_NOT_EXACT
         return self.finish(spin_s, first_s, reset_infos, next_check)
 
     def finish(self, double spin_s, double first_s, list reset_infos=None,
@@ -304,11 +301,11 @@ cdef class ParentStep:
         """
         cdef Control c = self.ctrl
         if ve_now() >= next_check:
-            return PARENT_CHECK_DUE
+            return P.PARENT_CHECK_DUE
         if self.cores and self._busy_workers() >= self.cores:
             spin_s = 0.0  # the workers need every core: sleep until they publish
         if c.wait_ready(self.n, spin_s, first_s) < 0:
-            return PARENT_WAITING
+            return P.PARENT_WAITING
         flagged = c.collect_all()
         cdef Py_ssize_t i, n = self.n, ended = 0
         cdef cnp.npy_intp dim = n
@@ -363,13 +360,13 @@ cdef class ParentStep:
             for i in range(n):
                 pending += c.inflight[i]
         if pending < k:
-            return PARENT_TOO_FEW
+            return P.PARENT_TOO_FEW
         if ve_now() >= next_check:
-            return PARENT_CHECK_DUE
+            return P.PARENT_CHECK_DUE
         if self.cores and self._busy_workers() >= self.cores:
             spin_s = 0.0  # the workers need every core: sleep until they publish
         if c.wait_ready(k, spin_s, first_s) < 0:
-            return PARENT_WAITING
+            return P.PARENT_WAITING
         flagged = c.collect(k, self.ids_out)
         cdef cnp.npy_intp dim = k
         ids = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT64, 0)

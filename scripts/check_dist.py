@@ -6,7 +6,9 @@ Used by scripts/build_wheels.sh; run from the repository root:
         --wheel wheelhouse/vecenv-*.whl --auditwheel auditwheel
 
 The sdist must carry everything a compiler needs (setup.py, pyproject.toml,
-every file of csrc/ but generated ones, the package sources) and nothing generated;
+every file of csrc/ but generated ones, the package sources), the tests and
+every file they run or read (scripts/, the benchmark scripts, examples/, the
+README), and nothing generated;
 the wheel only the package with its compiled core, py.typed and stub, and its
 dist-info with the license. ``auditwheel show`` must report a manylinux tag and
 no external shared library. Exits 1 and lists every problem found.
@@ -25,26 +27,47 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 FORBIDDEN = re.compile(r"(\.(c|cpp|o|so|html|pyc)$|(^|/)(__pycache__|build)/)")
 
 
-def _source_files():
-    """Files of the source tree the sdist must hold (relative paths)."""
+# What the tests run or read besides the package (tests/test_scripts.py,
+# test_sizes.py, test_benchmarks.py, test_multi_agent.py, test_examples.py...):
+# (folder, glob) pairs, searched recursively. A test whose file the sdist
+# lacks fails only for whoever runs the tests of the unpacked sdist.
+TEST_SUPPORT = (
+    ("tests", "*.py"),
+    ("scripts", "*.sh"),
+    ("scripts", "*.py"),
+    ("benchmarks", "*.py"),
+    ("benchmarks", "README.md"),
+    ("examples", "*.py"),
+)
+
+
+def _source_files(root=ROOT):
+    """Files of the source tree ``root`` the sdist must hold (relative paths)."""
     # Every file of csrc/ but what a build generates: an include (.pxi) that
     # the sdist lacks fails only when a user's pip compiles it.
     csrc = [
         p
-        for p in (ROOT / "csrc").iterdir()
+        for p in (root / "csrc").iterdir()
         if p.is_file() and not FORBIDDEN.search(p.name) and not p.name.startswith(".")
     ]
-    pkg = [p for pat in ("*.py", "*.pyi", "py.typed") for p in (ROOT / "vecenv").glob(pat)]
-    top = [ROOT / n for n in ("setup.py", "pyproject.toml", "MANIFEST.in", "LICENSE", "README.md")]
-    return sorted(str(p.relative_to(ROOT)) for p in csrc + pkg + top)
+    pkg = [p for pat in ("*.py", "*.pyi", "py.typed") for p in (root / "vecenv").glob(pat)]
+    top = [root / n for n in ("setup.py", "pyproject.toml", "MANIFEST.in", "LICENSE", "README.md")]
+    support = [
+        p
+        for folder, pat in TEST_SUPPORT
+        for p in (root / folder).rglob(pat)
+        if p.is_file() and not FORBIDDEN.search(str(p.relative_to(root)))
+    ]
+    return sorted({str(p.relative_to(root)) for p in csrc + pkg + top + support})
 
 
-def check_sdist(path):
+def check_sdist(path, root=ROOT):
+    """Problems of the sdist at ``path`` against the source tree ``root``."""
     with tarfile.open(path) as tar:
         names = [m.name for m in tar.getmembers() if m.isfile()]
     prefix = names[0].split("/", 1)[0] + "/"
     inside = {n[len(prefix) :] for n in names if n.startswith(prefix)}
-    problems = [f"sdist lacks {n}" for n in _source_files() if n not in inside]
+    problems = [f"sdist lacks {n}" for n in _source_files(root) if n not in inside]
     problems += [f"sdist holds a build product: {n}" for n in sorted(inside) if FORBIDDEN.search(n)]
     return problems
 

@@ -19,7 +19,6 @@ import numpy as np
 import psutil
 import pytest
 from helpers import compare_rollout as _compare_rollout
-from helpers import is_ours as _is_ours
 from reference import assert_tree_equal
 
 import vecenv
@@ -76,105 +75,12 @@ def test_ray_vec_env_is_an_engine_that_holds_its_actor_pool():
     assert not issubclass(ActorPool, EngineVecEnv)
 
 
-# ---------------------------------------------------------------- the namespace
-@pytest.fixture(scope="module")
-def loopback_namespace():
-    pytest.importorskip("ray")
-    from loopback import loopback_namespace as _loopback_namespace
-
-    if not _loopback_namespace():
-        pytest.skip(
-            "Ray tests run only in a loopback-only network namespace: "
-            "unshare -n python -P -m pytest -m ray tests/test_ray.py (as root)"
-        )
-
-
-def _ray_children():
-    return [p for p in psutil.Process().children(recursive=True)]
-
-
-def _start_ray(tmp_path_factory, start):
-    """Start Ray with the working directory outside the source tree (Ray puts
-    the driver's working directory first on its workers' sys.path, where the
-    unbuilt vecenv/ would shadow the installed one); return ``stop``."""
-    ray = pytest.importorskip("ray")
-    from ray import cloudpickle as ray_cloudpickle
-
-    # Ray pickles with its own copy of cloudpickle: the envs defined here go by value.
-    ray_cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    if ray.is_initialized():
-        ray.shutdown()
-    before = {p.pid for p in _ray_children()}
-    cwd = os.getcwd()
-    os.chdir(tmp_path_factory.mktemp("ray-cwd"))
-    try:
-        stop = start(ray)
-    finally:
-        os.chdir(cwd)
-
-    def shutdown():
-        ray.shutdown()
-        stop()
-        # Nothing Ray started may outlive it (multiprocessing's forkserver and
-        # resource tracker live for the session: not Ray's).
-        new = [p for p in _ray_children() if p.pid not in before and _is_ours(p)]
-        _, alive = psutil.wait_procs(new, timeout=20)
-        names = []
-        for p in alive:
-            try:
-                names.append((p.pid, " ".join(p.cmdline())[:80]))
-                p.kill()
-            except psutil.Error:
-                pass
-        assert not names, f"Ray processes left behind: {names}"
-
-    return ray, shutdown
-
-
-_NODE = dict(num_cpus=2, object_store_memory=80 * 2**20)
-
-
-@pytest.fixture(scope="class")
-def one_node(loopback_namespace, tmp_path_factory):
-    def start(ray):
-        ray.init(address="local", include_dashboard=False, log_to_driver=False, **_NODE)
-        return lambda: None
-
-    ray, shutdown = _start_ray(tmp_path_factory, start)
-    yield ray
-    shutdown()
-
-
-@pytest.fixture(scope="class")
-def two_nodes(loopback_namespace, tmp_path_factory):
-    """A head and a worker node, one CPU each, both on 127.0.0.1."""
-    box = {}
-
-    def start(ray):
-        from ray.cluster_utils import Cluster
-
-        cluster = Cluster(
-            initialize_head=True,
-            head_node_args=dict(
-                num_cpus=1,
-                include_dashboard=False,
-                object_store_memory=_NODE["object_store_memory"],
-            ),
-        )
-        box["worker"] = cluster.add_node(
-            num_cpus=1, object_store_memory=_NODE["object_store_memory"]
-        )
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False)
-        box["cluster"] = cluster
-        return cluster.shutdown
-
-    ray, shutdown = _start_ray(tmp_path_factory, start)
-    yield ray, box["cluster"], box["worker"]
-    shutdown()
-
-
 # ---------------------------------------------------------------- helpers
+# (the loopback namespace and the Ray cluster fixtures are in conftest.py)
+def _ray_children():
+    return list(psutil.Process().children(recursive=True))
+
+
 def cartpole():
     return gym.make("CartPole-v1")
 

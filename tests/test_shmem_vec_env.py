@@ -1,5 +1,5 @@
 """ShmemVecEnv end to end (vecenv/shmem_vec_env.py): trajectories, spaces,
-copies, the GIL, clean-up; the seed's contract (reset() cancels a pending
+copies, the GIL, clean-up; OpenAI baselines' ShmemVecEnv contract (reset() cancels a pending
 step, Tuple/Dict actions come batched or per env, actions reach the envs as
 given) and the engine options the drop-ins use (``check_actions``,
 ``pickled_leaves``)."""
@@ -521,7 +521,7 @@ def test_terminal_observation_is_taken_before_the_automatic_reset(batch_size):
         assert venv.reset_infos[0] == {}
 
 
-# ---------------------------------------------------------------- the seed's contract
+# ---------------------------------------------------------------- baselines' ShmemVecEnv contract
 FORK = {"context": "fork", "num_workers": 2}
 TUPLE = spaces.Tuple((spaces.Discrete(3), spaces.Box(0.0, 1.0, (2,), np.float32)))
 DICT = spaces.Dict({"a": spaces.Discrete(3), "b": spaces.Box(0.0, 1.0, (), np.float64)})
@@ -560,7 +560,7 @@ def test_reset_while_a_step_is_pending_cancels_it():
     with vecenv.ShmemVecEnv([lambda: ActionRecordingEnv(fragile=True)] * 3, **FORK) as venv:
         venv.reset()
         venv.step_async(np.array([1, 1, 1]))
-        obs = venv.reset()  # the seed: "that work will be cancelled"
+        obs = venv.reset()  # baselines' VecEnv.reset: "that work will be cancelled"
         assert obs[:, 0].tolist() == [0, 0, 0]
         with pytest.raises(vecenv.StateError, match="step_async"):
             venv.step_wait()

@@ -35,7 +35,7 @@ from vecenv import _protocol as msgs
 from vecenv._calls import unpicklable_error
 from vecenv._channel import ChannelDead
 from vecenv._cpus import usable_cpus
-from vecenv._worker import PICKLED_FINAL_KEY, PICKLED_OBS_KEY, RESET_INFO_KEY
+from vecenv._protocol import PICKLED_FINAL_KEY, PICKLED_OBS_KEY, RESET_INFO_KEY
 from vecenv.errors import (
     InvalidArgumentError,
     PendingTimeoutError,
@@ -46,7 +46,7 @@ from vecenv.errors import (
 # Wait in slices this long (seconds) so dead workers and Ctrl-C are noticed.
 SLICE_S = 0.1
 
-_NONE = np.empty(0, dtype=np.intp)  # no env indices
+_NONE: np.ndarray = np.empty(0, dtype=np.intp)  # no env indices
 
 
 class Collector:
@@ -131,9 +131,9 @@ class Collector:
         self.unflatten_obs = _layout.make_unflattener(observation_space)
         self.single_obs = not isinstance(observation_space, (spaces.Tuple, spaces.Dict))
         # Dispatched and not yet collected; kept by the Control's own calls.
-        self.in_flight = np.zeros(num_envs, dtype=bool)
+        self.in_flight: np.ndarray = np.zeros(num_envs, dtype=bool)
         ctrl.track_in_flight(self.in_flight)
-        self.ids_out = np.empty(num_envs, dtype=np.int64)
+        self.ids_out: np.ndarray = np.empty(num_envs, dtype=np.int64)
         self.gather_out = [
             np.empty((batch_size, *leaf.shape), leaf.dtype) for leaf in layout.obs_leaves
         ]

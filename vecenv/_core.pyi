@@ -21,7 +21,13 @@ OP_RESET: int
 STATUS_OK: int
 STATUS_INFO: int
 STATUS_ERROR: int
-PROTOCOL: dict[str, dict[str, int]]
+# What Control.wait_ready and WorkerControl.worker_wait return instead of a
+# count or a sequence number (vecenv._protocol.WaitCode).
+WAIT_TIMED_OUT: int
+WAIT_TX_BLOCKED: int
+#: The C side's tables (csrc/_protocol.pxd), ``{table: {name: value}}``: equal to
+#: ``vecenv._protocol.mirrored_tables()`` ("InfoKey" maps names to strings).
+PROTOCOL: dict[str, dict[str, int | str]]
 
 def control_nbytes(num_envs: int, num_workers: int) -> int:
     """Size in bytes of the control region (a multiple of 64).
@@ -95,8 +101,9 @@ class Control(ControlRegion):
         """``env_ids``: int64, shape (k,), C-contiguous, each in [0, num_envs)."""
     def post_message(self, worker: int) -> None: ...
     def wait_ready(self, target: int, spin_s: float, timeout_s: float) -> int:
-        """Number of published envs (>= target), -1 when ``timeout_s`` ran out,
-        -2 when a worker waits for room on its pipe."""
+        """Number of published envs (>= target), WAIT_TIMED_OUT (-1) when
+        ``timeout_s`` ran out, WAIT_TX_BLOCKED (-2) when a worker waits for
+        room on its pipe."""
     def published(self) -> int: ...
     def tx_blocked_workers(self) -> list[int]:
         """Workers waiting for room to write a frame to their pipe."""
@@ -120,7 +127,7 @@ class WorkerControl(ControlRegion):
 
     def __init__(self, block: SharedBlock, num_envs: int, num_workers: int) -> None: ...
     def worker_wait(self, worker: int, last_seq: int, spin_s: float, timeout_s: float) -> int:
-        """The new cmd_seq, or -1 when ``timeout_s`` ran out."""
+        """The new cmd_seq, or WAIT_TIMED_OUT (-1) when ``timeout_s`` ran out."""
     def message_seq(self, worker: int) -> int: ...
     def take_ops(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """``[(env, op), ...]`` for envs in ``[lo, hi)`` with a pending op."""

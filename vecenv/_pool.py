@@ -34,12 +34,8 @@ from vecenv import _core
 from vecenv import _protocol as msgs
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
 from vecenv._cpus import usable_cpus
-from vecenv._protocol import ErrorReport
-from vecenv._worker import (
-    Activity,
-    WorkerSpec,
-    worker_main,
-)
+from vecenv._protocol import Activity, ErrorReport
+from vecenv._worker import WorkerSpec, worker_main
 from vecenv.errors import (
     InvalidArgumentError,
     PendingTimeoutError,
@@ -58,7 +54,6 @@ _START_ERRORS_S = 1.0
 
 _START_REPORT_S = 10.0
 
-_NONE = np.empty(0, dtype=np.intp)  # no env indices
 _log = logging.getLogger("vecenv")
 
 

@@ -1,26 +1,40 @@
-"""The codes that cross the process boundary (parent and worker).
+"""The codes that cross the process boundary (parent and worker) and the
+Python/C boundary (vecenv and its compiled core, ``vecenv._core``).
 
-One table for every number and tag the parent and its workers exchange:
+One table for every number and tag the parent, its workers and the compiled
+core exchange:
 
 * :class:`Op`: what the parent writes into ``op[env]`` of the control block
   before it wakes the env's worker (:meth:`vecenv._core.Control.dispatch`).
 * :class:`Status`: what a worker writes into ``status[env]`` before it
   publishes the env (:meth:`vecenv._core.WorkerControl.publish`): whether a message
   for that env follows on the worker's pipe.
-* :class:`Msg`: the first element of every message tuple on a worker's pipe
-  (:mod:`vecenv._channel` documents each message and who sends it).
+* :class:`Activity`: what the env a worker is inside is doing, in its control
+  slot (and in :class:`Progress` while it starts).
 * :class:`Autoreset`: the engine's autoreset modes, resolved once from the
   ``autoreset_mode`` string so that no step compares strings.
+* :class:`Region`, :class:`Header`, :class:`SlotWord`: the geometry of the
+  control region at the start of the shared block (the layout is drawn in
+  ``csrc/_core.pyx``'s module docstring).
+* :class:`ParentCode`, :class:`WaitCode`: what the compiled parent step and
+  the compiled waits return instead of a result.
+* The info keys (``RESET_INFO_KEY`` ...): the private keys a worker adds to
+  an env's info for the parent, and the stable-baselines3 keys that the
+  parent's step (compiled or not) adds to it.
+* :class:`Msg`: the first element of every message tuple on a worker's pipe
+  (:mod:`vecenv._channel` documents each message and who sends it).
 * :class:`ErrorReport`: an exception raised in a worker (by an env) or in a
   Ray actor (by its local engine), as it crosses the process boundary; its
   :meth:`~ErrorReport.to_exception` is the one decoder into vecenv's
   exceptions, for the local engine and RayVecEnv alike.
 
-``Op`` and ``Status`` are mirrored by the ``cdef enum`` of
-``csrc/_protocol.pxd``, which the compiled core cimports;
-``vecenv._core.PROTOCOL`` exposes the C values and a test checks that both
-tables agree. On the step path the worker binds these values to plain ints
-first (an enum attribute lookup per env-step would cost more than the rest).
+Every table here but :class:`Msg` (the pipe's, which only Python reads) is
+mirrored by name in ``csrc/_protocol.pxd``, which the compiled core cimports:
+``vecenv._core.PROTOCOL`` exposes the C side's values and
+``tests/test_protocol.py`` checks that it equals :func:`mirrored_tables`, so
+renumbering a constant on one side only fails. On the step path the worker
+binds these values to plain ints first (an enum attribute lookup per
+env-step would cost more than the rest).
 """
 
 from __future__ import annotations
@@ -28,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import traceback as _traceback
-from typing import Any, ClassVar, Dict, List, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Union
 
 from vecenv import errors as _errors
 
@@ -47,6 +61,185 @@ class Status(enum.IntEnum):
     OK = 0
     INFO = 1  # an info dict for this env is on the worker's pipe
     ERROR = 2  # an error report for this env is on the worker's pipe
+
+
+class Activity(enum.IntEnum):
+    """What the env a worker is inside is doing: the code in its control slot
+    (:attr:`SlotWord.ACTIVITY`; the worker writes it before each env call) and
+    in the :class:`Progress` messages sent while it starts."""
+
+    NONE = 0
+    UNPICKLE = 1  # unpickling the worker's env factories (no single env)
+    CREATE = 2  # an env factory
+    RESET = 3
+    STEP = 4
+    AUTORESET = 5  # the reset inside a step whose episode ended
+    RENDER = 6
+    GET_ATTR = 7
+    SET_ATTR = 8
+    ENV_METHOD = 9
+    CALL = 10
+    IS_WRAPPED = 11
+
+    def describe(self, env: Optional[int]) -> str:
+        """``"inside env 2's step()"`` and the like, for error messages."""
+        if self is Activity.UNPICKLE or env is None:
+            return "unpickling its env factories"
+        if self is Activity.CREATE:
+            return f"inside the factory of env {env}"
+        what = {
+            Activity.RESET: "reset()",
+            Activity.STEP: "step()",
+            Activity.AUTORESET: "reset() (an automatic reset: its episode ended in step())",
+            Activity.RENDER: "render()",
+            Activity.GET_ATTR: "get_attr",
+            Activity.SET_ATTR: "set_attr",
+            Activity.ENV_METHOD: "env_method",
+            Activity.CALL: "call",
+            Activity.IS_WRAPPED: "env_is_wrapped",
+        }.get(self, f"activity {int(self)}")
+        return f"inside env {env}'s {what}"
+
+
+class Autoreset(enum.IntEnum):
+    """The engine's autoreset modes, as the codes the compiled worker round
+    switches on. ``Autoreset("sb3")`` looks a mode up by its
+    ``autoreset_mode`` name (:attr:`mode_name`), as ``Autoreset(1)`` by code."""
+
+    SB3 = 0
+    NEXT_STEP = 1
+    SAME_STEP = 2
+    DISABLED = 3
+
+    @property
+    def mode_name(self) -> str:
+        """The ``autoreset_mode`` string of this mode ("sb3", "next_step"...)."""
+        return self.name.lower()
+
+    @classmethod
+    def named(cls, name: str) -> Autoreset:
+        """The mode whose ``autoreset_mode`` name is ``name``.
+
+        Raises
+        ------
+        ValueError
+            Not one of :data:`AUTORESET_MODES`.
+        """
+        return cls(name)  # type: ignore[arg-type]  # _missing_ finds it by name
+
+    @classmethod
+    def _missing_(cls, value: object) -> Optional[Autoreset]:
+        # Autoreset("next_step"): by name; None makes Enum raise ValueError.
+        for mode in cls:
+            if mode.mode_name == value:
+                return mode
+        return None
+
+
+AUTORESET_MODES = tuple(m.mode_name for m in Autoreset)  # the accepted names
+
+
+# ---------------------------------------------------------- control region
+# The control region at byte 0 of the shared block (drawn in csrc/_core.pyx's
+# module docstring): a header, one slot per worker, then the env table.
+
+
+class Region(enum.IntEnum):
+    """The control region's geometry (bytes) and its header's magic word."""
+
+    HEADER_BYTES = 256  # the header; the worker slots start here
+    SLOT_BYTES = 128  # one worker slot
+    ALIGN = 64  # each env-table array starts on this boundary
+    MAGIC = 0x56454331  # "VEC1": the parent wrote this header
+
+
+class Header(enum.IntEnum):
+    """Byte offsets of the header's u32 words."""
+
+    MAGIC = 0  # Region.MAGIC
+    NUM_ENVS = 4
+    NUM_WORKERS = 8
+    # Workers change it on every publish and when a pipe write blocks; the
+    # parent futex-waits on it. Its value means nothing (never a count): a
+    # waiter only sees that it changed.
+    DOORBELL = 64
+    PARENT_WAITING = 68  # 1 while the parent sleeps on the doorbell
+    PARENT_TARGET = 72  # published count at which a worker must ring the parent awake
+    TICKET_COUNTER = 128  # one ticket per published worker round (FIFO order)
+
+
+class SlotWord(enum.IntEnum):
+    """Index of each u32 word of a worker's slot (its byte offset is 4x)."""
+
+    CMD_SEQ = 0  # parent adds 1 to hand the worker new work
+    SLEEPING = 1  # 1 while the worker sleeps on CMD_SEQ
+    MSG_SEQ = 2  # parent adds 1 per frame it starts writing to the worker's pipe
+    PUBLISHED = 3  # worker adds the envs of each publish (wraps)
+    COLLECTED = 4  # parent adds the worker's envs it collects (wraps)
+    TX_BLOCKED = 5  # 1 while the worker waits for room on its pipe
+    ENV = 8  # the env the worker is inside, plus 1 (0: between env calls)
+    ACTIVITY = 9  # what that env is doing (an Activity)
+
+
+class ParentCode(enum.IntEnum):
+    """What ``vecenv._core.ParentStep``'s calls return instead of a result
+    (``vecenv._core.PARENT_*``)."""
+
+    NOT_EXACT = -1  # the actions are not an exact array: nothing was done
+    WAITING = 0  # dispatched (or in flight) but not all published within the slice
+    TOO_FEW = -2  # recv: fewer than k envs in flight: nothing was done
+    CHECK_DUE = 1  # a liveness check is due: dispatched (step) but not waited
+
+
+class WaitCode(enum.IntEnum):
+    """What ``Control.wait_ready`` and ``WorkerControl.worker_wait`` return
+    instead of a count or a sequence number (``vecenv._core.WAIT_*``)."""
+
+    TIMED_OUT = -1
+    TX_BLOCKED = -2  # wait_ready: a worker waits for room on its pipe: read it
+
+
+# ---------------------------------------------------------------- info keys
+# Private keys a worker adds to an env's info; the parent pops them before the
+# info reaches users.
+
+#: With autoreset_mode="sb3", the info of an env whose episode ended carries
+#: the info of its automatic reset under this key; the parent pops it into
+#: ``reset_infos`` (as SB3's SubprocVecEnv does).
+RESET_INFO_KEY = "_vecenv_reset_info"
+#: Observation leaves without a fixed layout (``BlockLayout.obs_pickled``)
+#: travel in the info of the step or reset that produced them, under these
+#: keys: the observation, and with "sb3" autoreset the last one of an ended
+#: episode.
+PICKLED_OBS_KEY = "_vecenv_pickled_obs"
+PICKLED_FINAL_KEY = "_vecenv_pickled_final"
+# stable-baselines3's keys, which the parent's step (compiled or not) adds to
+# the info of an env whose episode ended with "sb3" autoreset: its last
+# observation, and whether a time limit (not a terminal state) ended it.
+TERMINAL_OBS_KEY = "terminal_observation"
+TIME_LIMIT_KEY = "TimeLimit.truncated"
+
+#: The info keys by name, as the compiled core mirrors them.
+INFO_KEYS: Dict[str, str] = {
+    "RESET_INFO_KEY": RESET_INFO_KEY,
+    "PICKLED_OBS_KEY": PICKLED_OBS_KEY,
+    "PICKLED_FINAL_KEY": PICKLED_FINAL_KEY,
+    "TERMINAL_OBS_KEY": TERMINAL_OBS_KEY,
+    "TIME_LIMIT_KEY": TIME_LIMIT_KEY,
+}
+
+#: The tables csrc/_protocol.pxd mirrors (all but Msg, the pipe's).
+MIRRORED = (Op, Status, Activity, Autoreset, Region, Header, SlotWord, ParentCode, WaitCode)
+
+
+def mirrored_tables() -> Dict[str, Dict[str, Union[int, str]]]:
+    """Every table that the compiled core mirrors, ``{table: {name: value}}``:
+    what ``vecenv._core.PROTOCOL`` must equal (``"InfoKey"``: the info keys)."""
+    tables: Dict[str, Dict[str, Union[int, str]]] = {
+        cls.__name__: {m.name: int(m) for m in cls} for cls in MIRRORED
+    }
+    tables["InfoKey"] = dict(INFO_KEYS)
+    return tables
 
 
 class Msg(enum.IntEnum):
@@ -82,7 +275,7 @@ class Attach:
 
     kind: ClassVar[Msg] = Msg.ATTACH
     handle: str  # the segment's name or /proc path
-    layout: Any  # the _layout.Layout of the block
+    layout: Any  # the _layout.BlockLayout of the block
     reset_ids: List[int]  # envs to reset now (a restarted worker's envs not in flight)
 
 
@@ -136,7 +329,7 @@ class Progress:
 
     kind: ClassVar[Msg] = Msg.PROGRESS
     env: Optional[int]
-    activity: int  # a _worker.Activity code
+    activity: int  # an Activity code
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,18 +381,6 @@ class Closed:
     """Worker -> parent: the envs are closed; the worker exits."""
 
     kind: ClassVar[Msg] = Msg.CLOSED
-
-
-class Autoreset(enum.Enum):
-    """The engine's autoreset modes; the value is the ``autoreset_mode`` name."""
-
-    SB3 = "sb3"
-    NEXT_STEP = "next_step"
-    SAME_STEP = "same_step"
-    DISABLED = "disabled"
-
-
-AUTORESET_MODES = tuple(m.value for m in Autoreset)  # the accepted names
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,8 +85,8 @@ def _pad_box(boxes: List[spaces.Box], what: str) -> spaces.Box:
         )
     shape = tuple(int(max(s)) for s in zip(*(b.shape for b in boxes)))
     dtype = np.result_type(*(b.dtype for b in boxes))
-    low = np.zeros(shape, dtype=np.float64)
-    high = np.zeros(shape, dtype=np.float64)
+    low: np.ndarray = np.zeros(shape, dtype=np.float64)
+    high: np.ndarray = np.zeros(shape, dtype=np.float64)
     lo_v = min(float(np.min(b.low)) for b in boxes)
     hi_v = max(float(np.max(b.high)) for b in boxes)
     low[...] = min(lo_v, 0.0)  # padding is zero: the bounds must hold it
@@ -270,7 +270,8 @@ class ParallelEnvAdapter(gymnasium.Env):
         n = len(agents)
         self._index = {a: j for j, a in enumerate(agents)}
         obs_batched = batch_space(obs_space, n)
-        flag = spaces.Box(0, 1, (n,), np.bool_)  # type: ignore[arg-type]  # stub too narrow
+        # gymnasium's stub wants a float dtype; a 3.9 check reads NumPy's stubs as Any.
+        flag = spaces.Box(0, 1, (n,), np.bool_)  # type: ignore[arg-type, unused-ignore]
         leaves = {
             "obs": obs_batched,
             "mask": flag,
@@ -305,10 +306,10 @@ class ParallelEnvAdapter(gymnasium.Env):
             self._final_bufs, final_tree = buffers(obs_batched)
             self._write_final = _obs_writer(obs_space, obs_per_agent, self._final_bufs)
         self._read_action = _action_reader(act_space, [par.action_space(a) for a in agents])
-        self._mask = np.zeros(n, np.bool_)
-        self._reward = np.zeros(n, np.float64)
-        self._term = np.zeros(n, np.bool_)
-        self._trunc = np.zeros(n, np.bool_)
+        self._mask: np.ndarray = np.zeros(n, np.bool_)
+        self._reward: np.ndarray = np.zeros(n, np.float64)
+        self._term: np.ndarray = np.zeros(n, np.bool_)
+        self._trunc: np.ndarray = np.zeros(n, np.bool_)
         self._out = {
             "obs": obs_tree,
             "mask": self._mask,

@@ -73,7 +73,7 @@ class _EnvActor:
             # returns, before the next task of this actor can step again.
             self._venv = ShmemVecEnv(list(env_fns), copy=False, **vec_kwargs)
             # Resolved once: no string comparison per step.
-            self._sb3 = Autoreset(self._venv.autoreset_mode) is Autoreset.SB3
+            self._sb3 = Autoreset.named(self._venv.autoreset_mode) is Autoreset.SB3
             self._flatten = make_flattener(self._venv.observation_space)
             self._unflatten_actions = make_unflattener(self._venv.action_space)
         except Exception as exc:
@@ -245,7 +245,7 @@ class ActorPool:
         sizes = [hi - lo for lo, hi in ranges]
         self.actor_size = max(sizes)
         # env index -> the actor that hosts it
-        self.env_actor = np.repeat(np.arange(len(ranges)), sizes)
+        self.env_actor: np.ndarray = np.repeat(np.arange(len(ranges)), sizes)
         self.restarts = [0] * len(ranges)  # restarts seen per actor
         # One per actor once started (see RayVecEnv.actor_info); refreshed after a restart.
         self.actor_info: List[Dict[str, Any]] = []

@@ -60,6 +60,7 @@ class Steps:
         fast = collector.fast
         self.fast = fast
         self.exact_actions = fast is not None and fast.exact_actions and not check_actions
+        self.spin = collector.spin
         self.sent = False
 
     def release(self) -> None:
@@ -84,8 +85,7 @@ class Steps:
     # ------------------------------------------------------------ lockstep
     def start(self, actions) -> None:
         """``step_async``: write the actions and dispatch every env's step."""
-        self.col.actions_posted = 0
-        self.sent = True
+        self.sent = True  # put_actions counts its posts from 0 (actions_posted)
         fast = self.fast
         if self.exact_actions and fast is not None and fast.start(actions):
             return
@@ -96,23 +96,25 @@ class Steps:
 
     def step(self, actions, wait_timeout: Optional[float]):
         """``step``: :meth:`start` and :meth:`finish` in one call."""
-        fast = self.compiled(wait_timeout)
-        if fast is None:
+        fast = self.fast
+        # The choice of :meth:`compiled`, inlined: this is the hot path.
+        if fast is None or wait_timeout is not None or self.recovery.restarted:
             self.start(actions)
             return self._finish_fallback(wait_timeout)
         col = self.col
-        col.actions_posted = 0
-        self.sent = False
-        if not self.exact_actions:
+        if self.exact_actions:
+            self.sent = True
+        else:
+            self.sent = False
             col.put_actions(actions)
             actions = None
-        self.sent = True
-        r = fast.step(actions, col.spin, SLICE_S, col.reset_infos, col.next_check)
+            self.sent = True
+        r = fast.step(actions, self.spin, SLICE_S, col.reset_infos, col.next_check)
         if r == _NOT_EXACT:  # nothing was done: the collector writes them
             self.sent = False
             col.put_actions(actions)
             self.sent = True
-            r = fast.step(None, col.spin, SLICE_S, col.reset_infos, col.next_check)
+            r = fast.step(None, self.spin, SLICE_S, col.reset_infos, col.next_check)
         return self._result(r)
 
     def finish(self, wait_timeout: Optional[float]):
@@ -121,7 +123,7 @@ class Steps:
         if fast is None:
             return self._finish_fallback(wait_timeout)
         col = self.col
-        return self._result(fast.finish(col.spin, SLICE_S, col.reset_infos, col.next_check))
+        return self._result(fast.finish(self.spin, SLICE_S, col.reset_infos, col.next_check))
 
     def _result(self, r):
         """The step's result from the compiled step's ``r`` (see ParentStep.finish)."""
@@ -186,7 +188,7 @@ class Steps:
         waited = 0.0
         fast = self.compiled(wait_timeout)
         if fast is not None:
-            r = fast.recv(k, col.spin, SLICE_S, col.reset_infos, col.next_check)
+            r = fast.recv(k, self.spin, SLICE_S, col.reset_infos, col.next_check)
             if type(r) is tuple:
                 obs, rew, dones, infos, ids, flagged, ended, left = r
                 if flagged or ended:

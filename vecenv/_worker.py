@@ -30,7 +30,6 @@ worker also checks its parent every ``PARENT_CHECK_S`` seconds while idle.
 from __future__ import annotations
 
 import copy
-import enum
 import math
 import os
 import pickle
@@ -46,23 +45,20 @@ import numpy as np
 from vecenv import _core, _layout, _shm
 from vecenv import _protocol as msgs
 from vecenv._channel import WorkerChannel
-from vecenv._protocol import Autoreset, ErrorReport, Msg, Op, Status
+from vecenv._protocol import (
+    PICKLED_FINAL_KEY,
+    PICKLED_OBS_KEY,
+    RESET_INFO_KEY,
+    Activity,
+    Autoreset,
+    ErrorReport,
+    Msg,
+    Op,
+    Status,
+)
 
 # How often an idle worker checks that its parent is still alive (seconds).
 PARENT_CHECK_S = 0.25
-
-
-# With autoreset_mode="sb3", the info of an env whose episode ended carries the
-# info of its automatic reset under this key; the parent pops it into
-# ``reset_infos`` (as SB3's SubprocVecEnv does) before the info reaches users.
-RESET_INFO_KEY = "_vecenv_reset_info"
-
-# Observation leaves without a fixed layout (BlockLayout.obs_pickled) travel in
-# the info of the step or reset that produced them, under these keys (the
-# observation, and with "sb3" autoreset the last one of an ended episode); the
-# parent pops them before the info reaches users.
-PICKLED_OBS_KEY = "_vecenv_pickled_obs"
-PICKLED_FINAL_KEY = "_vecenv_pickled_final"
 
 
 @dataclass
@@ -83,43 +79,6 @@ class WorkerSpec:
     # Under forkserver a worker would otherwise see the forkserver's, as it
     # was when that process started.
     environ: Optional[Dict[str, str]] = None
-
-
-class Activity(enum.IntEnum):
-    """What the env a worker is inside is doing: the code in its control slot
-    (and in the ("progress", env, code) messages sent while it starts)."""
-
-    NONE = 0
-    UNPICKLE = 1  # unpickling the worker's env factories (no single env)
-    CREATE = 2  # an env factory
-    RESET = 3
-    STEP = 4
-    AUTORESET = 5  # the reset inside a step whose episode ended
-    RENDER = 6
-    GET_ATTR = 7
-    SET_ATTR = 8
-    ENV_METHOD = 9
-    CALL = 10
-    IS_WRAPPED = 11
-
-    def describe(self, env: Optional[int]) -> str:
-        """``"inside env 2's step()"`` and the like, for error messages."""
-        if self is Activity.UNPICKLE or env is None:
-            return "unpickling its env factories"
-        if self is Activity.CREATE:
-            return f"inside the factory of env {env}"
-        what = {
-            Activity.RESET: "reset()",
-            Activity.STEP: "step()",
-            Activity.AUTORESET: "reset() (an automatic reset: its episode ended in step())",
-            Activity.RENDER: "render()",
-            Activity.GET_ATTR: "get_attr",
-            Activity.SET_ATTR: "set_attr",
-            Activity.ENV_METHOD: "env_method",
-            Activity.CALL: "call",
-            Activity.IS_WRAPPED: "env_is_wrapped",
-        }.get(self, f"activity {int(self)}")
-        return f"inside env {env}'s {what}"
 
 
 # Plain ints for the step path (an enum member costs a lookup of ~0.1 us).
@@ -474,7 +433,7 @@ class _Loop:
         self.obs_leaves = layout.obs_leaves
         self.reset_kwargs: Dict[int, Dict[str, Any]] = {}
         self.needs_reset = [False] * len(envs)  # next_step autoreset
-        self.mode = Autoreset(spec.autoreset_mode)
+        self.mode = Autoreset.named(spec.autoreset_mode)
         self.check_rewards = spec.check_rewards
         self._views = (acts, obs, rew, term, trunc, final)
         # A restarted worker picks up the counters where its predecessor left

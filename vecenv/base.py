@@ -12,6 +12,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from vecenv.errors import InvalidArgumentError
+
 Indices = Union[None, int, Sequence[int]]
 #: A seed for every env: an int (env ``i`` gets ``seed + i``), one per env, or None.
 Seeds = Union[int, Sequence[Optional[int]], None]
@@ -93,8 +95,6 @@ class VecEnv(ABC):
         numpy.ndarray, shape (H * rows, W * cols, 3), uint8
             The frames of all envs on a near-square grid, row-major.
         """
-        from vecenv.errors import InvalidArgumentError
-
         if mode != "rgb_array":
             raise InvalidArgumentError(f"render(mode={mode!r}): only mode='rgb_array' is supported")
         return tile_images(self.get_images())
@@ -124,8 +124,6 @@ def tile_images(images: Sequence[np.ndarray]) -> np.ndarray:
     ValueError) on no images, a None (naming the envs, by position) or
     unequal shapes (naming the envs of each shape).
     """
-    from vecenv.errors import InvalidArgumentError
-
     images = list(images)
     if not images:
         raise InvalidArgumentError("render needs one (H, W, C) frame per env; got no frames")
@@ -168,8 +166,6 @@ def check_env_ids(env_ids, num_envs: int) -> np.ndarray:
     InvalidArgumentError
         Not a 1-D array of ints, an index out of range, or duplicates.
     """
-    from vecenv.errors import InvalidArgumentError
-
     if env_ids is None:
         return np.arange(num_envs, dtype=np.int64)
     ids = np.asarray(env_ids)
@@ -193,8 +189,6 @@ def check_batch_size(batch_size, num_envs: int) -> int:
     InvalidArgumentError
         Not an int, or out of range.
     """
-    from vecenv.errors import InvalidArgumentError
-
     if batch_size is None:
         return num_envs
     if (

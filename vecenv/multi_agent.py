@@ -232,15 +232,15 @@ class MultiAgentVecEnv(VectorEnv):
         md.pop("env_spec_id", None)
         md["autoreset_mode"] = AutoresetMode.SAME_STEP
         self.metadata = md
-        self.row_env_ids = np.repeat(np.arange(n, dtype=np.int64), a)
+        self.row_env_ids: np.ndarray = np.repeat(np.arange(n, dtype=np.int64), a)
         self.row_agent_ids = np.tile(np.arange(a, dtype=np.int64), n)
         self.rows: List[Tuple[int, Any]] = [
             (i, agent) for i in range(n) for agent in self.possible_agents
         ]
-        self.mask = np.zeros(self.num_envs, dtype=np.bool_)
+        self.mask: np.ndarray = np.zeros(self.num_envs, dtype=np.bool_)
         # The alive mask of every row as last collected (the parent's own copy:
         # with copy=False, self.mask is a shared row that the next step rewrites).
-        self._alive = np.zeros((n, a), dtype=np.bool_)
+        self._alive: np.ndarray = np.zeros((n, a), dtype=np.bool_)
         # Batched agent action -> per-env batch (k, max_agents, ...) of each leaf.
         self._act_flatten = _layout.make_flattener(self.single_action_space)
         self._act_unflatten = _layout.make_unflattener(self.single_action_space)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import multiprocessing
 import warnings
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -134,6 +134,8 @@ class SubprocVecEnv(_SB3VecEnv):
     naming the env instead of a dead pipe, and :meth:`reset` afterwards
     starts stepping again.
     """
+
+    metadata: Dict[str, Any]  # the envs' metadata with SB3's keys
 
     def __init__(
         self,

@@ -13,7 +13,7 @@ stable-baselines3 is imported here only (``pip install vecenv[sb3]``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -66,6 +66,8 @@ class SB3MultiAgentVecEnv(_SB3VecEnv):
     SB3's own vec envs do. ``seed(s)`` seeds env ``i`` with ``s + i *
     max_agents`` (the seed SB3 gives its first row) at the next reset.
     """
+
+    metadata: Dict[str, Any]  # the envs' metadata with SB3's keys
 
     def __init__(
         self, env_fns: Sequence[Callable[[], Any]], *, black_death: bool = True, **options: Any

@@ -323,7 +323,8 @@ class ShmemVecEnv(EngineVecEnv):
         self._ranges = plan.ranges
         pool = _make_pool(self._resources, env_fns, plan, self.engine_options, self.spin)
         self._pool = pool
-        (obs_space, act_space), self.metadata = pool.start()
+        (obs_space, act_space), metadata = pool.start()
+        self.metadata: Dict[str, Any] = metadata
         self._check_given_spaces(spaces, obs_space, act_space)
         super().__init__(num_envs, obs_space, act_space)
         try:
