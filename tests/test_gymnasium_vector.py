@@ -808,6 +808,125 @@ def test_reset_mask_errors_are_gymnasiums():
         theirs.close()
 
 
+# The messages of gymnasium 1.3's asserts (its tests/vector/test_vector_env.py
+# matches them); 1.4 raises TypeError / ValueError with the texts of
+# test_reset_mask_validation.
+_LEGACY_RESET_MASK = (
+    (np.array([True]), "`options['reset_mask': mask]` must have shape `(3,)`, got (1,)"),
+    (np.array([1, 1, 0]), "`options['reset_mask': mask]` must have `dtype=np.bool_`, got int64"),
+    (
+        np.array([False, False, False]),
+        "`options['reset_mask': mask]` must contain a boolean array, got reset_mask=[False False False]",
+    ),
+    (
+        [True, True, False],
+        "`options['reset_mask': mask]` must be a numpy array, got <class 'list'>",
+    ),
+)
+
+
+def test_argument_errors_follow_the_installed_gymnasium(monkeypatch):
+    from vecenv import _gym_errors
+
+    parts = tuple(int(p) for p in re.findall(r"\d+", gym.__version__)[:2])
+    assert _gym_errors.ASSERTS_ARGUMENTS == (parts < (1, 4))
+    envs = counters(3)
+    try:
+        envs.reset()
+        for asserts in (True, False):
+            monkeypatch.setattr(_gym_errors, "ASSERTS_ARGUMENTS", asserts)
+            for mask, legacy in _LEGACY_RESET_MASK:
+                with pytest.raises((AssertionError, TypeError, ValueError)) as info:
+                    envs.reset(options={"reset_mask": mask})
+                err = info.value
+                assert isinstance(err, AssertionError) == asserts, str(err)
+                assert isinstance(err, vecenv.InvalidArgumentError)
+                assert (str(err) == legacy) == asserts
+            with pytest.raises((AssertionError, ValueError)) as info:
+                envs.reset(seed=[1, 2])
+            assert isinstance(info.value, AssertionError) == asserts
+            assert "must match num_envs=3 but got length=2" in str(info.value)
+            with pytest.raises((AssertionError, TypeError)) as info:
+                AsyncVectorEnv([CountEnv] * 2, observation_mode=(1, 2), **ENGINE)
+            assert isinstance(info.value, AssertionError) == asserts
+        envs.reset(options={"reset_mask": np.array([False, True, False])})  # still usable
+    finally:
+        envs.close()
+
+
+def test_the_assert_probe_reads_gymnasiums_behaviour(monkeypatch):
+    from vecenv import _gym_errors
+
+    def asserting(self, seed=None, options=None):  # gymnasium 1.3's reset_async, in short
+        self._assert_is_running()
+        assert len(seed) == self.num_envs
+
+    def raising(self, seed=None, options=None):  # 1.4's
+        self._assert_is_running()
+        if len(seed) != self.num_envs:
+            raise ValueError("If seeds are passed as a list the length must match num_envs")
+
+    for reset_async, asserts in ((asserting, True), (raising, False)):
+        monkeypatch.setattr(gym.vector.AsyncVectorEnv, "reset_async", reset_async)
+        assert _gym_errors.probe_asserts_arguments() is asserts
+    monkeypatch.setattr(gym.vector.AsyncVectorEnv, "reset_async", lambda self, **kw: 1 / 0)
+    monkeypatch.setattr(gym, "__version__", "1.3.0")  # the probe fails: the version decides
+    assert _gym_errors.probe_asserts_arguments() is True
+    monkeypatch.setattr(gym, "__version__", "1.4.1")
+    assert _gym_errors.probe_asserts_arguments() is False
+
+
+class _HolderEnv(CountEnv):
+    """A CountEnv whose env ``bad`` holds a lock (it does not pickle)."""
+
+    def __init__(self, env_id=0, bad=2, render_mode=None):
+        super().__init__()
+        import threading
+
+        self.render_mode = render_mode
+        self.lock = threading.Lock() if env_id == bad else env_id
+
+
+def test_values_that_do_not_pickle_name_their_env():
+    import functools
+    import threading
+
+    fns = [functools.partial(_HolderEnv, i) for i in range(4)]
+    envs = AsyncVectorEnv(fns, num_workers=1, context="fork")
+    try:
+        envs.reset()
+        with pytest.raises(vecenv.ResultNotPicklableError) as info:
+            envs.get_attr("lock")
+        assert info.value.env_index == 2 and "env 2's call('lock')" in str(info.value)
+        assert isinstance(info.value, TypeError) and not isinstance(info.value, AttributeError)
+        assert envs.get_attr("max_count") == (3, 3, 3, 3)  # the state is unchanged
+        with pytest.raises(vecenv.ArgumentNotPicklableError) as info:
+            envs.set_attr("max_count", [5, 6, threading.Lock(), 8])
+        assert info.value.env_indices == (2,) and isinstance(info.value, TypeError)
+        # The envs before it were set; it and those after were not.
+        assert envs.get_attr("max_count") == (5, 6, 3, 3)
+        with pytest.raises(vecenv.ArgumentNotPicklableError, match=r"env\(s\) \[0, 1, 2, 3\]"):
+            envs.reset(options={"lock": threading.Lock()})
+        envs.reset()
+    finally:
+        envs.close()
+
+
+def test_envs_with_different_render_modes_are_taken_as_gymnasium_takes_them():
+    import functools
+
+    modes = ["rgb_array", None, "rgb_array"]
+    fns = [functools.partial(_HolderEnv, i, 9, m) for i, m in enumerate(modes)]
+    theirs = gym.vector.AsyncVectorEnv(fns, context="fork")
+    envs = AsyncVectorEnv(fns, num_workers=1, context="fork")
+    try:
+        assert envs.render_mode == theirs.render_mode == "rgb_array"
+        assert envs.get_attr("render_mode") == theirs.get_attr("render_mode") == tuple(modes)
+    finally:
+        envs.close()
+        theirs.close()
+
+
 # ---------------------------------------------------------------- state machine
 def test_reset_timeout_raises_multiprocessing_timeout_and_stays_pending():
     envs = AsyncVectorEnv([lambda: SlowEnv(0.5)] * 2, **ENGINE)

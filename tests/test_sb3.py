@@ -11,6 +11,7 @@ here is ours.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -530,7 +531,7 @@ def test_unpicklable_attribute_counts_for_has_attr():
 
     with SubprocVecEnv([Holder, Holder], **FORK) as venv:
         assert venv.has_attr("lock")
-        with pytest.raises(vecenv.WorkerError):
+        with pytest.raises(vecenv.ResultNotPicklableError):
             venv.get_attr("lock")
 
 
@@ -600,24 +601,74 @@ def test_render_without_render_mode_warns_like_sb3():
             assert venv.get_images() == [None, None]
 
 
-def test_render_with_an_env_returning_none_names_it():
+@pytest.mark.parametrize("none_at", [[1], [0, 2]])
+def test_get_images_returns_what_render_returned_none_included_as_sb3(none_at):
     fns = [
-        lambda: ActionEnv(render_mode="rgb_array"),
-        lambda: ActionEnv(render_mode="rgb_array", frame=False),
+        (lambda f: lambda: ActionEnv(render_mode="rgb_array", frame=f))(i not in none_at)
+        for i in range(3)
     ]
-    with SubprocVecEnv(fns, **FORK) as venv:
-        venv.reset()
-        with pytest.raises(ValueError, match=r"env\(s\) \[1\] returned None from render\(\)"):
-            venv.render()
+    theirs = SB3SubprocVecEnv(fns, "fork")
+    try:
+        with SubprocVecEnv(fns, **FORK, num_workers=1) as ours:
+            for venv in (ours, theirs):
+                venv.reset()
+            got, expected = ours.get_images(), theirs.get_images()
+    finally:
+        theirs.close()
+        assert [f is None for f in got] == [f is None for f in expected]
+        assert [i for i, f in enumerate(got) if f is None] == none_at
+        for a, b in zip(got, expected):
+            if b is not None:
+                np.testing.assert_array_equal(a, b)
 
 
 def test_mixed_render_modes_are_refused_at_construction_as_sb3():
-    fns = [lambda: ActionEnv(render_mode="rgb_array"), lambda: ActionEnv(render_mode=None)]
+    fns = [
+        lambda: ActionEnv(render_mode="rgb_array"),
+        lambda: ActionEnv(render_mode="rgb_array"),
+        lambda: ActionEnv(render_mode=None),
+    ]
     with pytest.raises(AssertionError, match="render_mode mode should be the same") as theirs:
         DummyVecEnv(fns)
-    with pytest.raises(AssertionError) as ours:
-        SubprocVecEnv(fns, **FORK)
-    assert str(ours.value) == str(theirs.value)
+    for num_workers in (1, 0):  # the odd env shares a worker / the envs step in process
+        with pytest.raises(AssertionError) as ours:
+            SubprocVecEnv(fns, **FORK, num_workers=num_workers)
+        assert str(ours.value).startswith(str(theirs.value))  # SB3's message, then the envs
+        assert "render_mode='rgb_array': envs [0, 1]; render_mode=None: envs [2]" in str(ours.value)
+        assert isinstance(ours.value, vecenv.InvalidArgumentError)
+
+
+def _unpicklable_holder(env_id, bad):
+    class Holder(StepCountEnv):
+        def __init__(self):
+            super().__init__()
+            self.fn = (lambda: 0) if env_id == bad else env_id
+
+        def get_fn(self):
+            return self.fn
+
+    return Holder()
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_an_attribute_that_does_not_pickle_back_is_not_a_missing_attribute(context):
+    fns = [functools.partial(_unpicklable_holder, i, 2) for i in range(3)]
+    with SubprocVecEnv(fns, start_method=context, num_workers=1) as venv:
+        for call, what in (
+            (lambda: venv.get_attr("fn"), "get_attr('fn')"),
+            (lambda: venv.env_method("get_fn"), "env_method('get_fn')"),
+        ):
+            with pytest.raises(vecenv.ResultNotPicklableError) as info:
+                call()
+            err = info.value
+            assert not isinstance(err, (AttributeError, EnvAttributeError))
+            assert err.env_index == 2 and f"env 2's {what} returned a value" in str(err)
+        assert venv.has_attr("fn")
+        assert venv.get_attr("fn", indices=[0, 1]) == [0, 1]
+        with pytest.raises(vecenv.ArgumentNotPicklableError) as info:
+            venv.set_attr("x", __import__("threading").Lock(), indices=[1])
+        assert isinstance(info.value, TypeError)  # what SB3 raises (from its pipe)
+        assert info.value.env_indices == (1,)
 
 
 # --------------------------------------------------------------------------- Dict / Tuple

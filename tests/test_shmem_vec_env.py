@@ -306,6 +306,58 @@ def test_env_method_get_attr_set_attr_seed_and_render():
         assert venv.reset_infos == [{"reset": True}] * 3
 
 
+class _FramelessCounter(CounterEnv):
+    """A CounterEnv made with render_mode="rgb_array" whose render() returns
+    None (or, with ``shape``, a frame of that shape)."""
+
+    def __init__(self, env_id, shape=None):
+        super().__init__(env_id, render_mode="rgb_array")
+        self.shape = shape
+
+    def render(self):
+        return None if self.shape is None else np.zeros(self.shape, np.uint8)
+
+
+@pytest.mark.parametrize("num_workers", [1, 0])
+def test_render_names_the_envs_without_a_frame(num_workers):
+    def make(odd):  # env i: a CounterEnv, or the frameless one of odd[i]
+        return [
+            functools.partial(_FramelessCounter, i, odd[i])
+            if i in odd
+            else functools.partial(CounterEnv, i, render_mode="rgb_array")
+            for i in range(4)
+        ]
+
+    cases = [
+        ({2: None}, r"env\(s\) \[2\] returned None from render\(\)"),
+        ({1: None, 3: None}, r"env\(s\) \[1, 3\] returned None from render\(\)"),
+        ({3: (4, 6)}, r"env\(s\) \[3\] returned arrays of shape \[\(4, 6\)\]"),
+        ({0: (2, 2, 3)}, r"envs \[0\]: \(2, 2, 3\); envs \[1, 2, 3\]: \(4, 6, 3\)"),
+    ]
+    for odd, message in cases:
+        with vecenv.ShmemVecEnv(make(odd), num_workers=num_workers) as venv:
+            venv.reset()
+            frames = venv.get_images()  # what each render() returned, None included
+            assert [f is None for f in frames] == [odd.get(i, 0) is None for i in range(4)]
+            with pytest.raises(vecenv.InvalidArgumentError, match=message):
+                venv.render()
+
+
+@pytest.mark.parametrize("num_workers", [1, 2, 0])
+def test_envs_with_different_render_modes_are_refused(num_workers):
+    modes = ["rgb_array", "rgb_array", None, "human"]
+    fns = [functools.partial(CounterEnv, i, render_mode=m) for i, m in enumerate(modes)]
+    with pytest.raises(vecenv.InvalidArgumentError) as info:
+        vecenv.ShmemVecEnv(fns, num_workers=num_workers)
+    assert (
+        "different render_modes (render_mode='rgb_array': envs [0, 1]; "
+        "render_mode=None: envs [2]; render_mode='human': envs [3])"
+    ) in str(info.value)
+    # check_spaces=False (the gymnasium drop-in) takes them, as gymnasium does.
+    with vecenv.ShmemVecEnv(fns, num_workers=num_workers, check_spaces=False) as venv:
+        assert venv.get_attr("render_mode") == modes
+
+
 def test_step_order_and_bad_actions_are_refused():
     with vecenv.ShmemVecEnv([NoopEnv] * 2, num_workers=1, check_actions=True) as venv:
         with pytest.raises(vecenv.StateError, match="reset"):

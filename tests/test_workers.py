@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 import vecenv
-from vecenv import _pool
+from vecenv import _startup
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -233,7 +233,7 @@ def test_a_lock_held_by_a_parent_thread_at_fork_gives_a_clear_start_error(
 ):
     lock = threading.Lock()
     monkeypatch.setattr(threading, "_vecenv_test_lock", lock, raising=False)
-    monkeypatch.setattr(_pool, "_START_REPORT_S", 0.5)  # the pool starts workers
+    monkeypatch.setattr(_startup, "_START_REPORT_S", 0.5)  # the start-up logs progress
     release = threading.Event()
 
     def hold():
@@ -638,3 +638,125 @@ def test_the_drop_ins_accept_daemon_and_host_envs_with_processes(daemon):
     finally:
         senv.close()
     assert _wait_gone(servers, within=0.5) == []
+
+
+# ------------------------------------------------- values that do not pickle
+class UnpicklableValueEnv(gym.Env):
+    """Env ``bad`` (of envs sharing a worker) holds values that do not pickle:
+    an attribute that is a local lambda (pickling it raises AttributeError)
+    and one that is a lock (TypeError); its method and its ``render()``
+    return them. The other envs hold plain ints."""
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, env_id=0, bad=1):
+        self.env_id = env_id
+        self.render_mode = "rgb_array"
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float64)
+        self.action_space = gym.spaces.Discrete(2)
+        broken = env_id == bad
+        self.fn = (lambda: env_id) if broken else env_id
+        self.lock = threading.Lock() if broken else env_id
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.full(3, self.env_id, np.float64), {}
+
+    def step(self, action):
+        return np.full(3, self.env_id, np.float64), 0.0, False, False, {}
+
+    def the_lock(self):
+        return self.lock
+
+    def render(self):
+        return self.lock if isinstance(self.lock, type(threading.Lock())) else None
+
+
+def _unpicklable_fns(n=4, bad=1):
+    return [functools.partial(UnpicklableValueEnv, i, bad) for i in range(n)]
+
+
+# (call, what the message names) for each kind of call whose value comes back.
+_UNPICKLABLE_CALLS = {
+    "get_attr lambda": (lambda v: v.get_attr("fn"), "get_attr('fn')", "AttributeError"),
+    "get_attr lock": (lambda v: v.get_attr("lock"), "get_attr('lock')", "TypeError"),
+    "env_method": (lambda v: v.env_method("the_lock"), "env_method('the_lock')", "TypeError"),
+    "call": (lambda v: v.call_wait(v.call_async("call", "lock")), "call('lock')", "TypeError"),
+    "render": (lambda v: v.get_images(), "render()", "TypeError"),
+}
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("call", list(_UNPICKLABLE_CALLS))
+def test_a_value_that_does_not_pickle_back_names_its_env(context, call):
+    fn, what, pickling_error = _UNPICKLABLE_CALLS[call]
+    bad = 2  # not the first env of its worker
+    with vecenv.ShmemVecEnv(_unpicklable_fns(4, bad), num_workers=1, context=context) as venv:
+        venv.reset()
+        with pytest.raises(vecenv.ResultNotPicklableError) as info:
+            fn(venv)
+        err = info.value
+        assert err.env_index == bad
+        assert isinstance(err, TypeError) and not isinstance(err, AttributeError)
+        assert err.exc_type == f"builtins.{pickling_error}"
+        text = str(err)
+        assert f"env {bad}'s {what} returned a value that could not be sent back" in text
+        assert f"pickling it raised builtins.{pickling_error}" in text
+        assert "raised builtins" not in text.split(":")[0]  # it does not say the env raised
+        assert "During handling" not in err.worker_traceback
+        # Nothing else is lost: the call works for the other envs, so do steps.
+        assert venv.get_attr("fn", indices=[0, 1, 3]) == [0, 1, 3]
+        venv.step(ZEROS)
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_a_value_that_does_not_pickle_out_names_the_envs_and_sends_nothing(context):
+    lock = threading.Lock()
+    with vecenv.ShmemVecEnv(_unpicklable_fns(4), num_workers=1, context=context) as venv:
+        venv.reset()
+        calls = {
+            "set_attr('x') value": lambda: venv.set_attr("x", lock, indices=[2, 3]),
+            "env_method('the_lock') arguments": lambda: venv.env_method(
+                "the_lock", lock, indices=[2, 3]
+            ),
+            "env_is_wrapped() arguments": lambda: venv.env_is_wrapped(
+                type("LocalWrapper", (gym.Wrapper,), {"lock": lock}), indices=[2, 3]
+            ),
+        }
+        for what, fn in calls.items():
+            with pytest.raises(vecenv.ArgumentNotPicklableError) as info:
+                fn()
+            err = info.value
+            assert isinstance(err, TypeError) and isinstance(err, ValueError)
+            assert err.env_indices == (2, 3), what
+            assert f"the {what} for env(s) [2, 3] cannot be sent" in str(err)
+            assert "pickling it raised" in str(err)  # the pickling error, quoted
+        venv.set_options([None, None, {"lock": lock}, None])
+        with pytest.raises(
+            vecenv.ArgumentNotPicklableError, match=r"reset options for env\(s\) \[2\]"
+        ):
+            venv.reset()
+        venv.step(ZEROS)  # nothing was sent: the vec env is as it was (idle)
+        with pytest.raises(vecenv.ArgumentNotPicklableError, match=r"actions for env\(s\) \[1\]"):
+            venv.step_async([0, lock, 1, 0])  # an action that goes through the pipe
+        venv.step(ZEROS)  # nothing was sent: still idle
+        with pytest.raises(vecenv.WorkerError, match="x"):  # the set_attr never reached them
+            venv.get_attr("x", indices=[2])
+
+
+def test_in_process_values_pass_by_reference():
+    with vecenv.ShmemVecEnv(_unpicklable_fns(3), num_workers=0) as venv:
+        venv.reset()
+        fn, lock = venv.get_attr("fn", indices=[1])[0], venv.get_attr("lock", indices=[1])[0]
+        assert callable(fn) and fn() == 1  # the env's own objects, as SyncVectorEnv gives them
+        assert venv.env_method("the_lock", indices=[1]) == [lock]
+        mine = threading.Lock()
+        venv.set_attr("x", mine, indices=[2])
+        assert venv.get_attr("x", indices=[2])[0] is mine
+        # Reset options are copied as a worker would get them: one that does
+        # not pickle is refused, naming the env, and nothing is reset.
+        venv.set_options([None, None, {"lock": mine}])
+        with pytest.raises(vecenv.ArgumentNotPicklableError, match=r"env\(s\) \[2\]") as info:
+            venv.reset()
+        assert "num_workers=0" not in str(info.value)
+        venv.step(np.zeros(3, np.int64))

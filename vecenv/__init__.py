@@ -18,10 +18,12 @@ from vecenv._options import EngineOptions
 from vecenv.base import VecEnv, tile_images
 from vecenv.errors import (
     ActionTypeError,
+    ArgumentNotPicklableError,
     ClosedError,
     InvalidArgumentError,
     ObservationError,
     PendingTimeoutError,
+    ResultNotPicklableError,
     RewardError,
     SpaceError,
     StateError,
@@ -39,6 +41,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ActionTypeError",
+    "ArgumentNotPicklableError",
     "AsyncVectorEnv",
     "ClosedError",
     "EngineOptions",
@@ -46,6 +49,7 @@ __all__ = [
     "MultiAgentVecEnv",
     "ObservationError",
     "PendingTimeoutError",
+    "ResultNotPicklableError",
     "RewardError",
     "ShmemVecEnv",
     "SpaceError",

@@ -11,11 +11,63 @@ written or replies read, the state it had once they are.
 
 from __future__ import annotations
 
+import pickle
 import time
 from typing import Any, Dict, List, Optional
 
 from vecenv import _protocol as msgs
-from vecenv.errors import StateError, WorkerDiedError
+from vecenv.errors import ArgumentNotPicklableError, StateError, VecEnvError, WorkerDiedError
+
+
+def unpicklable_error(
+    what: str, values: Dict[int, Any], exc: BaseException, by_reference: bool = False
+) -> Optional[ArgumentNotPicklableError]:
+    """After posting ``values`` (env index -> the value meant for it) raised
+    ``exc``: the ArgumentNotPicklableError that names the envs whose value
+    does not pickle, or None when every value pickles (``exc`` was something
+    else: the caller re-raises it). ``what`` names the value ("set_attr('x')
+    value", "reset options"); ``by_reference``: ``num_workers=0`` would pass
+    it by reference (calls' arguments; reset options and actions are copied
+    through pickle there too, as a worker gets them)."""
+    if isinstance(exc, VecEnvError) or not isinstance(exc, Exception):
+        return None
+    bad: List[int] = []
+    first: Optional[BaseException] = None
+    for i, value in values.items():
+        try:
+            pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:
+            bad.append(i)
+            first = first or e
+    if first is None:
+        return None
+    kind = f"{type(first).__module__}.{type(first).__qualname__}"
+    alternative = (
+        ", or use num_workers=0, where calls pass them by reference" if by_reference else ""
+    )
+    return ArgumentNotPicklableError(
+        f"the {what} for env(s) {bad} cannot be sent to the envs: pickling it raised {kind}: "
+        f"{first}. Pass picklable values (module-level functions and classes; no lambdas, "
+        f"locks or open files){alternative}; nothing was sent to env(s) {bad}",
+        env_indices=bad,
+    )
+
+
+def check_picklable(what: str, values: Dict[int, Any], ids: Any = None) -> None:
+    """Raise ArgumentNotPicklableError (naming the envs) unless every value
+    of ``values`` (env index -> the value meant for it) of the envs ``ids``
+    (None: all) pickles."""
+    if not values:
+        return
+    if ids is not None:
+        values = {int(i): values[int(i)] for i in ids if int(i) in values}
+    try:
+        pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        err = unpicklable_error(what, values, exc)
+        if err is None:
+            raise
+        raise err from exc
 
 
 class Calls:
@@ -41,6 +93,8 @@ class Calls:
             interrupt.
         WorkerDiedError
             A worker died while the call was posted (it is buried).
+        ArgumentNotPicklableError
+            ``args`` or ``kwargs`` do not pickle (names the envs; nothing sent).
         """
         pool = self.pool
         self.routed = []
@@ -66,6 +120,18 @@ class Calls:
         except WorkerDiedError as exc:
             pool.bury(int(pool.env_worker[exc.env_indices[0]]))
             raise
+        except Exception as exc:  # the arguments do not pickle (nothing was sent)
+            call = "env_is_wrapped()" if what == "is_wrapped" else f"{what}({name!r})"
+            label = "value" if what == "set_attr" else "arguments"
+            err = unpicklable_error(
+                f"{call} {label}",
+                dict.fromkeys(ids, (args, kwargs)) if not refs else {},
+                exc,
+                by_reference=True,
+            )
+            if err is None:
+                raise
+            raise err from exc
         return {"what": what, "name": name, "ids": ids, "by_worker": by_worker, "refs": refs}
 
     def intact(self) -> bool:

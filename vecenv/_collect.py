@@ -32,6 +32,7 @@ from gymnasium import spaces
 
 from vecenv import _core, _layout, _shm
 from vecenv import _protocol as msgs
+from vecenv._calls import unpicklable_error
 from vecenv._channel import ChannelDead
 from vecenv._cpus import usable_cpus
 from vecenv._protocol import PICKLED_FINAL_KEY, PICKLED_OBS_KEY, RESET_INFO_KEY
@@ -430,6 +431,9 @@ class Collector:
         ------
         InvalidArgumentError, ActionTypeError
             Nothing was sent.
+        ArgumentNotPicklableError
+            An action for the pipe does not pickle (names the envs); the
+            workers before it hold theirs (``actions_posted``).
         WorkerDiedError
             A worker died before its actions could be sent.
         """
@@ -458,7 +462,13 @@ class Collector:
         # sent, so from the first post a Ctrl-C (or an error) needs the reset
         # that drops them (_Loop._reset).
         for w, acts in by_worker.items():
-            self._post(w, msgs.Actions(acts), "step")
+            try:
+                self._post(w, msgs.Actions(acts), "step")
+            except Exception as exc:  # an action that does not pickle
+                err = unpicklable_error("actions", acts, exc)
+                if err is None:
+                    raise
+                raise err from exc
             self.actions_posted += 1
 
     def _post(self, w: int, msg: Any, what: str) -> None:

@@ -61,7 +61,7 @@ import numpy as np
 from vecenv import _core, _shm
 from vecenv import _protocol as msgs
 from vecenv._channel import encode
-from vecenv._pool import WorkerPool
+from vecenv._pool import WorkerPool, check_render_modes
 from vecenv._protocol import Msg
 from vecenv._worker import (
     WorkerSpec,
@@ -373,6 +373,8 @@ class InprocPool:
             A factory raised, or (``check_spaces``) an env's spaces differ from
             env 0's; names the env, with the traceback, and is also of the
             env's own exception type (as from a worker).
+        InvalidArgumentError
+            (``check_spaces``) The envs' ``render_mode`` differ.
         """
         envs: List[Any] = []
         try:
@@ -390,6 +392,8 @@ class InprocPool:
                 raise as_env_exception(
                     self.worker_error(error_payload(bad[1], bad[0], "checking spaces"))
                 )
+            if self.check_spaces:
+                check_render_modes([_metadata(env).get("render_mode") for env in envs])
         except BaseException:
             close_envs(envs)
             raise

@@ -1,7 +1,7 @@
 """WorkerPool: the worker processes of a ShmemVecEnv (parent side).
 
 A part that :class:`~vecenv.ShmemVecEnv` holds (``venv._pool``): spawning the
-workers and waiting for their spaces (:class:`_Startup`), attaching them to
+workers and waiting for their spaces (:class:`vecenv._startup.Startup`), attaching them to
 the shared block, the pipe transport to each (post and read, with deadlines
 and liveness checks), noticing deaths, burying, starting one worker again
 (:meth:`WorkerPool.respawn`), and the shutdown that a ``weakref.finalize``
@@ -18,7 +18,6 @@ which set NEEDS_RESET before the side effect that raised.
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import os
 import signal
@@ -37,6 +36,7 @@ from vecenv import _protocol as msgs
 from vecenv._channel import ChannelBroken, ChannelDead, ChannelTimeout, ParentChannel
 from vecenv._cpus import usable_cpus
 from vecenv._protocol import Activity, ErrorReport
+from vecenv._startup import Startup
 from vecenv._worker import WorkerSpec, worker_main
 from vecenv.errors import (
     InvalidArgumentError,
@@ -47,16 +47,7 @@ from vecenv.errors import (
     WatchdogTimeoutError,
     WorkerDiedError,
     WorkerError,
-    as_env_exception,
 )
-
-# While workers start, log how many are ready every this many seconds.
-# After a factory error, how long to wait for the other workers' reports.
-_START_ERRORS_S = 1.0
-
-_START_REPORT_S = 10.0
-
-_log = logging.getLogger("vecenv")
 
 
 def plan_workers(
@@ -316,16 +307,20 @@ class WorkerPool:
         ------
         WorkerError, WorkerDiedError, VecEnvTimeoutError, SpaceError
             See :class:`~vecenv.ShmemVecEnv`; every process is shut down first.
+        InvalidArgumentError
+            (``check_spaces``) The envs' ``render_mode`` differ.
         """
         try:
             for w in range(self.num_workers):
                 self.spawn(w)
-            replies = _Startup(self).run(time.monotonic() + self.start_timeout)
+            replies = Startup(self).run(time.monotonic() + self.start_timeout)
             spaces = None
             metadata: Dict[str, Any] = {}
+            render_modes: List[Any] = []
             for w in range(self.num_workers):
                 reply = replies[w]
                 got = (reply.observation_space, reply.action_space)
+                render_modes += [md.get("render_mode") for md in reply.metadata or ()]
                 if spaces is None:
                     spaces = got
                     metadata = reply.metadata[0] if reply.metadata else {}
@@ -334,6 +329,8 @@ class WorkerPool:
                         f"env {self.ranges[w][0]} has spaces ({got[0]}, {got[1]}), env 0 has "
                         f"({spaces[0]}, {spaces[1]}); all envs must share their spaces"
                     )
+            if self.check_spaces:
+                check_render_modes(render_modes)
         except BaseException:
             self.resources.shutdown(timeout=1.0)
             raise
@@ -705,6 +702,34 @@ class WorkerPool:
         return err
 
 
+class RenderModesDiffer(InvalidArgumentError):
+    """The envs of one vec env were built with different ``render_mode``;
+    ``render_modes`` holds each env's (the SB3 drop-in raises it as SB3's
+    AssertionError)."""
+
+    def __init__(self, message: str, render_modes: List[Any]):
+        super().__init__(message)
+        self.render_modes = list(render_modes)
+
+
+def check_render_modes(render_modes: List[Any]) -> None:
+    """Raise RenderModesDiffer (an InvalidArgumentError) unless every env
+    (``render_modes[i]`` is env ``i``'s ``render_mode``) has env 0's
+    render_mode: one vec env renders in one mode (SB3's vec envs refuse a
+    mix too)."""
+    if not render_modes or all(m == render_modes[0] for m in render_modes):
+        return
+    by_mode: Dict[str, List[int]] = {}
+    for i, mode in enumerate(render_modes):
+        by_mode.setdefault(repr(mode), []).append(i)
+    listed = "; ".join(f"render_mode={m}: envs {ids}" for m, ids in by_mode.items())
+    raise RenderModesDiffer(
+        f"the envs were built with different render_modes ({listed}); build every env "
+        "with the same render_mode (say render_mode='rgb_array' in each factory)",
+        render_modes,
+    )
+
+
 def check_affinity(cpu_affinity, num_workers: int) -> Optional[List[int]]:
     """The core of each worker for ``cpu_affinity`` (None: no pinning).
 
@@ -736,135 +761,3 @@ def check_affinity(cpu_affinity, num_workers: int) -> Optional[List[int]]:
                 f"cpu_affinity has cores {bad} outside the usable cores {sorted(usable)}"
             )
     return [cores[w % len(cores)] for w in range(num_workers)]
-
-
-class _Startup:
-    """Waiting for every starting worker's spaces at once (part of
-    :meth:`WorkerPool.start`): their progress reports are kept in the
-    pool's ``progress`` (what :meth:`WorkerPool.inside` names), progress is
-    logged every ``_START_REPORT_S`` seconds, and a timeout names every
-    worker that did not start and the factory it is inside."""
-
-    def __init__(self, pool: WorkerPool):
-        self.pool = pool
-
-    def run(self, deadline: float) -> Dict[int, Any]:
-        """The ``Spaces`` message of every worker, by worker.
-
-        Raises
-        ------
-        WorkerError
-            A factory raised (the lowest env index among the reports read).
-        WorkerDiedError
-            A worker died while starting (names the factory it was inside).
-        VecEnvTimeoutError
-            ``deadline`` passed: names every worker that did not start.
-        """
-        pool = self.pool
-        res = pool.resources
-        n = pool.num_workers
-        replies: Dict[int, Any] = {}
-        pending = set(range(n))
-        start = time.monotonic()
-        report_at = start + _START_REPORT_S
-        # Factory errors of all workers are gathered for a short while after
-        # the first one, so the error raised is the lowest env's, whichever
-        # worker's report arrives first.
-        errors: List[ErrorReport] = []
-        errors_until = math.inf
-        while pending:
-            now = time.monotonic()
-            if now >= errors_until:
-                break
-            if now >= deadline:
-                if errors:
-                    break
-                raise self.timed_out(sorted(pending))
-            if now >= report_at:
-                report_at += _START_REPORT_S
-                _log.warning(
-                    "ShmemVecEnv: %d of %d workers ready after %.0f s (start method %r); "
-                    "still starting: %s; start_timeout=%s s",
-                    n - len(pending),
-                    n,
-                    now - start,
-                    pool.ctx.get_start_method(),
-                    "; ".join(f"worker {w} {self.starting(w)}" for w in sorted(pending)),
-                    pool.start_timeout,
-                )
-            waitables: Dict[Any, int] = {res.chans[w]: w for w in pending}
-            waitables.update({res.procs[w].sentinel: w for w in pending})
-            ready = mp_connection.wait(
-                list(waitables), timeout=max(0.0, min(deadline, report_at, errors_until) - now)
-            )
-            died = []
-            for obj in ready:
-                w = waitables[obj]
-                if w not in pending:
-                    continue
-                chan = res.chans[w]
-                alive = chan.pump(0)
-                # Unsolicited start-up messages carry ref 0; a later one
-                # replaces an earlier one, and only the last matters.
-                msg = chan.replies.pop(0, None)
-                if msg is not None:
-                    if isinstance(msg, msgs.Progress):
-                        pool.progress[w] = (msg.env, msg.activity)
-                    elif isinstance(msg, msgs.Error):
-                        errors.append(msg.report)
-                        pending.discard(w)
-                        errors_until = min(errors_until, time.monotonic() + _START_ERRORS_S)
-                    else:
-                        pool.progress.pop(w, None)
-                        replies[w] = msg
-                        pending.discard(w)
-                if w in pending and (not alive or res.procs[w].exitcode is not None):
-                    died.append(w)
-            if died:
-                if not errors:
-                    raise pool.died(min(died), "starting the workers")
-                pending.difference_update(died)  # a factory error is what we report
-        if errors:
-            # As the env's own type too: `except NameNotFound` works.
-            first = min(errors, key=lambda p: p.env_index or 0)
-            raise as_env_exception(pool.worker_error(first))
-        return replies
-
-    def starting(self, w: int) -> str:
-        """Where worker ``w`` is in its start-up, for messages."""
-        progress = self.pool.progress
-        if w not in progress:
-            return "has not reached its env factories yet (the process is still booting)"
-        env, code = progress[w]
-        return f"is {Activity(code).describe(env)}"
-
-    def timed_out(self, workers: List[int]) -> VecEnvTimeoutError:
-        """The error for workers ``workers`` that did not start in time."""
-        pool = self.pool
-        method = pool.ctx.get_start_method()
-        start_timeout = pool.start_timeout
-        where = "; ".join(
-            f"worker {w} (envs {list(range(*pool.ranges[w]))}) {self.starting(w)}" for w in workers
-        )
-        if method == "fork":
-            cause = (
-                "A forked worker that never starts usually inherited a lock that another "
-                "thread of this process held at the fork (logging, an import, a thread pool, "
-                "a BLAS, OpenMP or CUDA runtime): only the forking thread is copied, so the lock "
-                "is never released in the worker. Pass context='spawn' or context='forkserver' "
-                "(fresh processes), or start the vec env before other threads; if the "
-                "factories are only slow, raise start_timeout."
-            )
-        else:
-            cause = (
-                "The factories are stuck or slow (an import, a download, a model compile, a "
-                "server that does not answer): raise start_timeout if they are only slow."
-            )
-        first = next((pool.progress[w][0] for w in workers if w in pool.progress), None)
-        envs = [i for w in workers for i in range(*pool.ranges[w])]
-        return WatchdogTimeoutError(
-            f"ShmemVecEnv(): {len(workers)} of {pool.num_workers} workers did not start within "
-            f"start_timeout={start_timeout} s (start method {method!r}): {where}. {cause}",
-            env_indices=envs,
-            env_index=first,
-        )

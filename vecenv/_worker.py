@@ -137,6 +137,43 @@ def reseed_globals(seq: np.random.SeedSequence, torch_only: bool = False) -> Non
             pass
 
 
+def unpicklable_report(exc: BaseException, env_index: int, what: str) -> ErrorReport:
+    """The report of env ``env_index``'s value that could not be sent back to
+    the parent: ``what`` returned it (``"get_attr('fn')"``, ``"render()"``,
+    ``"step()'s info"``) and pickling it raised ``exc``. The env raised
+    nothing; the parent raises ResultNotPicklableError, not the pickling
+    error's type (a local lambda raises AttributeError, which would read as a
+    missing attribute)."""
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    return ErrorReport(
+        kind="ResultNotPicklableError",
+        message=(
+            f"env {env_index}'s {what} returned a value that could not be sent back to the "
+            f"parent process: pickling it raised {kind}: {exc}. Return a picklable value "
+            "(no lambdas, locks, open files or generators), or use num_workers=0, which "
+            "passes values by reference"
+        ),
+        exc_type=kind,
+        # Without the chain: the failure of the whole reply that led here says nothing more.
+        traceback="".join(
+            traceback.format_exception(type(exc), exc, exc.__traceback__, chain=False)
+        ),
+        env_index=env_index,
+    )
+
+
+def _picklable_result(entry: Tuple[str, Any], env_index: int, what: str) -> Tuple[str, Any]:
+    """``entry`` (a Result's ``("ok", value)``) when its value pickles, else
+    the ``("error", report)`` that says it could not be sent back."""
+    if entry[0] != "ok":
+        return entry
+    try:
+        pickle.dumps(entry[1], protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        return ("error", unpicklable_report(exc, env_index, what))
+    return entry
+
+
 def error_payload(exc: BaseException, env_index: Optional[int], where: str) -> ErrorReport:
     """The report of env ``env_index``'s exception ``exc`` raised while
     ``where``; the parent turns it into a WorkerError (ErrorReport.to_exception)."""
@@ -401,7 +438,8 @@ def _run(spec: WorkerSpec, conn, parent: _Parent, envs: List[Any]) -> None:
     if bad is not None:
         _send(conn, msgs.Error(error_payload(bad[1], bad[0], "checking spaces")))
         return
-    if not _send(conn, msgs.Spaces(obs_space, act_space, [_metadata(e) for e in envs[:1]])):
+    # Every env's metadata: the parent checks that they share their render_mode.
+    if not _send(conn, msgs.Spaces(obs_space, act_space, [_metadata(e) for e in envs])):
         return
 
     # 2. Attach to the shared block.
@@ -731,11 +769,10 @@ class _Loop:
                     results.append(("error", error_payload(exc, i, f"{what}({name!r})")))
             try:
                 return _send(self.conn, msgs.Result(results))
-            except Exception as exc:  # unpicklable result
-                err = error_payload(
-                    exc, env_ids[0] if env_ids else None, f"sending {what}({name!r})"
-                )
-                return _send(self.conn, msgs.Result([("error", err)] * len(env_ids)))
+            except Exception:  # a value that does not pickle: find whose, blame it alone
+                label = "render()" if what == "render" else f"{what}({name!r})"
+                results = [_picklable_result(entry, i, label) for i, entry in zip(env_ids, results)]
+                return _send(self.conn, msgs.Result(results))
         raise RuntimeError(f"unknown message {kind!r} from the parent")
 
     def _call(self, env, what, name, args, kwargs):

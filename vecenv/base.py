@@ -8,7 +8,7 @@ baselines' ``vec_env``), extended with what stable-baselines3 users expect
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -120,14 +120,34 @@ def tile_images(images: Sequence[np.ndarray]) -> np.ndarray:
     """Tile N images of equal shape (H, W, C) on a near-square grid.
 
     Returns an array of shape (H * rows, W * cols, C) with ``cols =
-    ceil(sqrt(N))``; missing cells are black. Raises ValueError on no images
-    or unequal shapes.
+    ceil(sqrt(N))``; missing cells are black. Raises InvalidArgumentError (a
+    ValueError) on no images, a None (naming the envs, by position) or
+    unequal shapes (naming the envs of each shape).
     """
+    images = list(images)
+    if not images:
+        raise InvalidArgumentError("render needs one (H, W, C) frame per env; got no frames")
+    missing = [i for i, img in enumerate(images) if img is None]
+    if missing:
+        raise InvalidArgumentError(
+            f"render needs one (H, W, C) frame per env; env(s) {missing} returned None from "
+            "render() (envs built without render_mode='rgb_array' return None)"
+        )
     imgs = [np.asarray(img) for img in images]
-    if not imgs or any(img is None or img.ndim != 3 for img in imgs):
-        raise InvalidArgumentError("render needs one (H, W, C) frame per env; got none or None")
+    flat = [i for i, img in enumerate(imgs) if img.ndim != 3]
+    if flat:
+        raise InvalidArgumentError(
+            f"render needs one (H, W, C) frame per env; env(s) {flat} returned arrays of "
+            f"shape {[imgs[i].shape for i in flat]}"
+        )
     if any(img.shape != imgs[0].shape for img in imgs):
-        raise InvalidArgumentError(f"frames differ in shape: {sorted({img.shape for img in imgs})}")
+        by_shape: Dict[Tuple[int, ...], List[int]] = {}
+        for i, img in enumerate(imgs):
+            by_shape.setdefault(img.shape, []).append(i)
+        raise InvalidArgumentError(
+            "render tiles frames of one shape; they differ: "
+            + "; ".join(f"envs {ids}: {shape}" for shape, ids in by_shape.items())
+        )
     n = len(imgs)
     h, w, c = imgs[0].shape
     cols = int(np.ceil(np.sqrt(n)))

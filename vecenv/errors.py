@@ -91,6 +91,36 @@ class RewardError(WorkerError):
     built with ``check_rewards=True``."""
 
 
+class ResultNotPicklableError(WorkerError, TypeError):
+    """An env's value could not be sent back to the parent process: the
+    result of ``get_attr``, ``env_method``, ``call`` or ``render`` does not
+    pickle (a lambda, a lock, an open file). The env raised nothing and the
+    attribute exists; ``env_index`` is the env whose value failed and
+    ``exc_type`` the type of the pickling error (its message is quoted).
+
+    Also a ``TypeError`` (what pickling a lock raises), never an
+    ``AttributeError`` (what pickling a local lambda raises), which would
+    read as a missing attribute. In process (``num_workers=0``) values are
+    passed by reference and this is never raised.
+    """
+
+
+class ArgumentNotPicklableError(InvalidArgumentError, TypeError):
+    """A value for the envs does not pickle, so it cannot reach their worker
+    processes: a ``set_attr`` value, ``env_method`` / ``call`` arguments,
+    an ``env_is_wrapped`` class, reset ``options``, or an action sent
+    through the pipe. Raised in the parent before anything is sent (the vec
+    env keeps its state); ``env_indices`` are the envs it was meant for.
+
+    Also a ``TypeError`` (what gymnasium's and SB3's vec envs raise, from
+    pickle) and a ``ValueError``.
+    """
+
+    def __init__(self, message: str, *, env_indices: Sequence[int] = ()):
+        super().__init__(message)
+        self.env_indices = tuple(env_indices)
+
+
 class WorkerDiedError(WorkerError):
     """A worker process exited (crash, signal, ``os._exit``, OOM kill).
 
@@ -222,8 +252,8 @@ def as_env_exception(err: WorkerError) -> WorkerError:
         exception class, or ``err``. Idempotent: an error that is already of
         such a class is returned unchanged.
     """
-    if getattr(type(err), "_vecenv_dual", False):
-        return err
+    if getattr(type(err), "_vecenv_dual", False) or isinstance(err, ResultNotPicklableError):
+        return err  # (the env raised nothing: the pickling error's type is not the env's)
     name = err.exc_type
     key = (type(err), name)
     cls = _DUAL_TYPES.get(key)

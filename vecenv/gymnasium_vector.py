@@ -17,28 +17,41 @@ import contextlib
 import copy as copy_module
 import enum
 import importlib
-import multiprocessing
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+import gymnasium
 import numpy as np
 from gymnasium import Space, logger
 from gymnasium import error as gym_error
-from gymnasium import spaces as gym_spaces
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
+from vecenv._gym_errors import (
+    AlreadyPendingCallError,
+    ArgumentTypeError,
+    ClosedEnvironmentError,
+    NoAsyncCallError,
+    NoSharedLayoutError,
+    PendingWaitTimeout,
+    SpacesDifferError,
+    WaitTimeoutError,
+    WatchdogWaitTimeout,
+    argument_error,
+    check_reset_mask,
+    check_shared_memory_space,
+    log_worker_errors,
+)
 from vecenv._options import ENGINE_OPTIONS, EngineOptions, autoreset_mode_name
 from vecenv.errors import (
     ActionTypeError,
-    ClosedError,
+    ArgumentNotPicklableError,
     InvalidArgumentError,
     PendingTimeoutError,
     SpaceError,
     StateError,
     VecEnvTimeoutError,
-    WatchdogTimeoutError,
     WorkerError,
 )
 from vecenv.errors import as_env_exception as _as_env_exception
@@ -52,97 +65,6 @@ __all__ = [
     "WaitTimeoutError",
     "make_vec",
 ]
-
-
-# ---------------------------------------------------------------- exceptions
-# Each is gymnasium's exception (so `except gymnasium.error.X` works) and
-# vecenv's matching one (so `except vecenv.StateError` works too).
-class AlreadyPendingCallError(gym_error.AlreadyPendingCallError, StateError):
-    """An ``*_async`` call, ``set_attr`` or ``reset`` while another call is pending.
-
-    ``name`` is the pending call: ``"reset"``, ``"step"`` or ``"call"``.
-    """
-
-
-class NoAsyncCallError(gym_error.NoAsyncCallError, StateError):
-    """A ``*_wait`` call without the matching ``*_async`` call before it."""
-
-
-class ClosedEnvironmentError(gym_error.ClosedEnvironmentError, ClosedError):
-    """Any call after :meth:`AsyncVectorEnv.close`."""
-
-
-class WaitTimeoutError(VecEnvTimeoutError, multiprocessing.TimeoutError):
-    """A ``*_wait(timeout=...)`` ran out of time. Both ``multiprocessing.TimeoutError``
-    (what gymnasium raises) and the builtin ``TimeoutError``; also a
-    :class:`~vecenv.errors.PendingTimeoutError` (the wait's own ``timeout``:
-    the call is still pending) or a :class:`~vecenv.errors.WatchdogTimeoutError`
-    (the engine's ``timeout``: the late workers were killed)."""
-
-
-class _PendingWaitTimeout(WaitTimeoutError, PendingTimeoutError):
-    """WaitTimeoutError of a wait's own ``timeout``: the call is still pending."""
-
-
-class _WatchdogWaitTimeout(WaitTimeoutError, WatchdogTimeoutError):
-    """WaitTimeoutError of the engine's ``timeout``: the late workers were killed."""
-
-
-class _SpacesDifferError(SpaceError, RuntimeError):
-    """The envs disagree on their spaces (gymnasium raises RuntimeError here)."""
-
-
-class _NoSharedLayoutError(SpaceError):
-    """A custom observation space with ``shared_memory=True``, or a space vecenv
-    cannot handle at all (gymnasium raises ValueError)."""
-
-
-# Spaces gymnasium lays out in shared memory; Graph and Sequence raise
-# TypeError there, any other Space subclass CustomSpaceError (a ValueError by
-# the time AsyncVectorEnv raises it).
-_SHARED_MEMORY_SPACES = (
-    gym_spaces.Box,
-    gym_spaces.Discrete,
-    gym_spaces.MultiDiscrete,
-    gym_spaces.MultiBinary,
-    gym_spaces.Text,
-)
-
-
-def _check_shared_memory_space(space: Space) -> None:
-    """Raise what gymnasium's ``AsyncVectorEnv(shared_memory=True)`` raises for
-    an observation space it cannot put in shared memory (depth first)."""
-    if isinstance(space, (gym_spaces.Tuple, gym_spaces.OneOf)):
-        for sub in space.spaces:
-            _check_shared_memory_space(sub)
-    elif isinstance(space, gym_spaces.Dict):
-        for sub in space.spaces.values():
-            _check_shared_memory_space(sub)
-    elif isinstance(space, (gym_spaces.Graph, gym_spaces.Sequence)):
-        raise _DynamicSpaceError(
-            f"As {space} has a dynamic shape so its not possible to make a static shared "
-            "memory. For `AsyncVectorEnv`, disable `shared_memory`."
-        )
-    elif not isinstance(space, _SHARED_MEMORY_SPACES):
-        raise _NoSharedLayoutError(
-            "Using `AsyncVector(..., shared_memory=True)` caused an error, you can disable "
-            "this feature with `shared_memory=False` however this is slower."
-        )
-
-
-class _DynamicSpaceError(SpaceError, TypeError):
-    """A Graph or Sequence observation space with ``shared_memory=True``
-    (gymnasium raises TypeError)."""
-
-
-def _log_worker_errors(err: WorkerError) -> None:
-    """Report each env's error through ``gymnasium.logger.error`` with
-    gymnasium's texts ("Worker-i" is env i: gymnasium runs one env per worker)."""
-    errors = getattr(err, "errors", None) or {err.env_index: err}
-    for i, e in sorted(errors.items(), key=lambda kv: -1 if kv[0] is None else kv[0]):
-        logger.error(f"Received the following error from Worker-{i} - Shutting it down")
-        logger.error(f"{e.worker_traceback or e}")
-    logger.error("Raising the last exception back to the main process.")
 
 
 class _Pending(enum.Enum):
@@ -313,9 +235,11 @@ class AsyncVectorEnv(VectorEnv):
         custom_spaces = None
         if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
             if not all(isinstance(s, Space) for s in observation_mode):
-                raise TypeError(
+                raise argument_error(
+                    ArgumentTypeError,
                     "Expected both elements of observation_mode to be Spaces, got "
-                    f"{type(observation_mode[0])} and {type(observation_mode[1])}"
+                    f"{type(observation_mode[0])} and {type(observation_mode[1])}",
+                    "",  # gymnasium before 1.4: a bare assert
                 )
             custom_spaces = observation_mode
         elif not (isinstance(observation_mode, str) and observation_mode in ("same", "different")):
@@ -344,7 +268,7 @@ class AsyncVectorEnv(VectorEnv):
                 **options.changed(),
             )
         except SpaceError as exc:
-            raise _NoSharedLayoutError(str(exc)) from exc
+            raise NoSharedLayoutError(str(exc)) from exc
         except WorkerError as exc:
             raise _as_env_exception(exc) from None
         try:
@@ -380,7 +304,7 @@ class AsyncVectorEnv(VectorEnv):
             self.single_observation_space = obs_spaces[0]
             self.observation_space = batch_differing_spaces(obs_spaces)
         if self.shared_memory:
-            _check_shared_memory_space(self.single_observation_space)
+            check_shared_memory_space(self.single_observation_space)
         single = self.single_observation_space
         if mode == "same":
             same_obs = all(space == single for space in obs_spaces)
@@ -388,17 +312,17 @@ class AsyncVectorEnv(VectorEnv):
             same_obs = all(is_space_dtype_shape_equiv(single, space) for space in obs_spaces)
         if not same_obs:
             if mode == "same":
-                raise _SpacesDifferError(
+                raise SpacesDifferError(
                     "AsyncVectorEnv(..., observation_mode='same') however some of the "
                     "sub-environments observation spaces are not equivalent. If this is "
                     "intentional, use `observation_mode='different'` instead."
                 )
-            raise _SpacesDifferError(
+            raise SpacesDifferError(
                 "AsyncVectorEnv(..., observation_mode='different' or custom space) however the "
                 "sub-environment's observation spaces do not share a common shape and dtype."
             )
         if not all(space == self.single_action_space for space in act_spaces):
-            raise _SpacesDifferError(
+            raise SpacesDifferError(
                 f"Some environments have an action space different from "
                 f"`{self.single_action_space}`. In order to batch actions, the action spaces "
                 "from all environments must be equal."
@@ -449,9 +373,7 @@ class AsyncVectorEnv(VectorEnv):
                 self._state = _Pending.DEFAULT
                 self._pending_call = None
             cls = (
-                _PendingWaitTimeout
-                if isinstance(exc, PendingTimeoutError)
-                else _WatchdogWaitTimeout
+                PendingWaitTimeout if isinstance(exc, PendingTimeoutError) else WatchdogWaitTimeout
             )
             raise cls(
                 f"The call to `{method}` has timed out after {shown} second(s).",
@@ -460,7 +382,7 @@ class AsyncVectorEnv(VectorEnv):
         except WorkerError as exc:
             self._state = _Pending.DEFAULT
             self._pending_call = None
-            _log_worker_errors(exc)
+            log_worker_errors(exc)
             raise _as_env_exception(exc) from None
         except BaseException:
             # Ctrl-C, a state error...: the call stays pending only if the
@@ -527,30 +449,17 @@ class AsyncVectorEnv(VectorEnv):
         else:
             seeds = list(seed)  # type: ignore[arg-type]  # a bool raises TypeError here
         if len(seeds) != self.num_envs:
-            raise InvalidArgumentError(
+            raise argument_error(
+                InvalidArgumentError,
                 "If seeds are passed as a list the length must match num_envs="
-                f"{self.num_envs} but got length={len(seeds)}."
+                f"{self.num_envs} but got length={len(seeds)}.",
             )
         self._no_pending("reset_async", sep="")
         env_ids = None
         if options is not None and "reset_mask" in options:
             options = dict(options)
             mask = options.pop("reset_mask")
-            if not isinstance(mask, np.ndarray):
-                raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
-            if mask.shape != (self.num_envs,):
-                raise InvalidArgumentError(
-                    f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}"
-                )
-            if mask.dtype != np.bool_:
-                raise TypeError(
-                    f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}"
-                )
-            if not np.any(mask):
-                raise InvalidArgumentError(
-                    "`options['reset_mask']` must contain a boolean array with at least one True "
-                    f"value, got reset_mask={mask}"
-                )
+            check_reset_mask(mask, self.num_envs)
             env_ids = np.flatnonzero(mask)
         venv = self._venv
         venv.seed(seeds)
@@ -702,6 +611,10 @@ class AsyncVectorEnv(VectorEnv):
         ------
         ValueError
             A list/tuple whose length is not num_envs.
+        ArgumentNotPicklableError
+            An env's value does not pickle (a ``TypeError``, as gymnasium
+            raises; names the env): the envs before it are set, it and the
+            ones after it are not.
         AlreadyPendingCallError
         """
         self._assert_is_running()
@@ -716,9 +629,17 @@ class AsyncVectorEnv(VectorEnv):
         venv = self._venv
         # One call per env, all sent before any reply is read: replies from one
         # worker come back in the order they were sent.
-        pending = [
-            venv.call_async("set_attr", name, (v,), indices=[i]) for i, v in enumerate(values)
-        ]
+        pending = []
+        try:
+            for i, v in enumerate(values):
+                pending.append(venv.call_async("set_attr", name, (v,), indices=[i]))
+        except ArgumentNotPicklableError:
+            # Env i's value does not pickle: nothing was sent to it; the envs
+            # before it were set (their replies are collected first).
+            with self._waiting("set_attr", None):
+                for p in pending:
+                    venv.call_wait(p)
+            raise
         with self._waiting("set_attr", None):
             for p in pending:
                 venv.call_wait(p)
@@ -804,7 +725,6 @@ def make_vec(
     gymnasium.vector.VectorEnv
         With ``spec`` set as gymnasium sets it.
     """
-    import gymnasium
 
     mode = (
         "async"
@@ -862,7 +782,6 @@ class _SpecMake:
         self.wrappers = wrappers
 
     def __call__(self):
-        import gymnasium
 
         env = gymnasium.make(self.env_spec, **dict(self.kwargs))
         for wrap in self.wrappers:

@@ -33,7 +33,8 @@ except ImportError as _exc:
     ) from _exc
 
 from vecenv._options import ENGINE_OPTIONS, EngineOptions, check_env_fns
-from vecenv.errors import InvalidArgumentError, WorkerError
+from vecenv._pool import RenderModesDiffer
+from vecenv.errors import InvalidArgumentError, ResultNotPicklableError, WorkerError
 from vecenv.shmem_vec_env import ShmemVecEnv
 
 __all__ = ["EnvAttributeError", "SubprocVecEnv"]
@@ -52,6 +53,11 @@ class EnvAttributeError(WorkerError, AttributeError):
     (``VecEnv.__init__`` reading ``render_mode``, ``has_attr``) works as with
     SB3's own vec envs.
     """
+
+
+class _RenderModeAssertion(InvalidArgumentError, AssertionError):
+    """Envs built with different ``render_mode``: the AssertionError SB3's
+    ``VecEnv`` raises, naming the envs and their modes."""
 
 
 class SubprocVecEnv(_SB3VecEnv):
@@ -109,6 +115,9 @@ class SubprocVecEnv(_SB3VecEnv):
     SpaceError
         A space that cannot live in shared memory (``Text``, ``Graph``,
         ``Sequence``), or envs that disagree on their spaces.
+    AssertionError
+        Envs built with different ``render_mode`` (SB3's message, then the
+        envs and their modes; also an InvalidArgumentError).
     WorkerError
         An env factory raised (the message names the env; the worker's
         traceback is chained).
@@ -167,13 +176,18 @@ class SubprocVecEnv(_SB3VecEnv):
             vecenv_options, caller="SubprocVecEnv()", allowed=_ENGINE_KEYS
         )
         self.waiting = False
-        self._engine = ShmemVecEnv(
-            env_fns,
-            spaces=spaces,
-            context=start_method,
-            autoreset_mode="sb3",
-            **options.changed(),
-        )
+        try:
+            self._engine = ShmemVecEnv(
+                env_fns,
+                spaces=spaces,
+                context=start_method,
+                autoreset_mode="sb3",
+                **options.changed(),
+            )
+        except RenderModesDiffer as exc:  # SB3's VecEnv asserts it: its message, then ours
+            raise _RenderModeAssertion(
+                f"render_mode mode should be the same for all environments ({exc})"
+            ) from None
         try:
             super().__init__(
                 self._engine.num_envs, self._engine.observation_space, self._engine.action_space
@@ -314,14 +328,22 @@ class SubprocVecEnv(_SB3VecEnv):
         ------
         EnvAttributeError
             An env has no such attribute (also an ``AttributeError``).
-        WorkerError
-            The value could not be pickled back.
+        ResultNotPicklableError
+            An env's value could not be sent back (names the env; also a
+            ``TypeError``, never an ``AttributeError``).
         """
         return self._attribute_call(self._engine.get_attr, attr_name, indices=indices)
 
     def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
         """Set ``attr_name`` to ``value`` on each env in ``indices`` (on the
-        wrapper or env that has it, else on the outermost wrapper)."""
+        wrapper or env that has it, else on the outermost wrapper).
+
+        Raises
+        ------
+        ArgumentNotPicklableError
+            ``value`` does not pickle (names the envs; nothing was sent; also
+            the ``TypeError`` SB3 raises).
+        """
         self._attribute_call(self._engine.set_attr, attr_name, value, indices=indices)
 
     def env_method(
@@ -336,6 +358,8 @@ class SubprocVecEnv(_SB3VecEnv):
             An env has no such method.
         WorkerError
             The method raised (names the env; the traceback is chained).
+        ResultNotPicklableError
+            Its result could not be sent back (names the env).
         """
         return self._attribute_call(
             self._engine.env_method, method_name, *method_args, indices=indices, **method_kwargs
@@ -354,7 +378,8 @@ class SubprocVecEnv(_SB3VecEnv):
         return self._engine.env_is_wrapped(wrapper_class, indices=indices)
 
     def get_images(self) -> Sequence[Optional[np.ndarray]]:
-        """One frame per env from ``env.render()``.
+        """What each env's ``render()`` returned, ``None`` included (as SB3's
+        ``SubprocVecEnv.get_images``).
 
         Returns ``[None] * num_envs`` with a warning unless the envs were
         made with ``render_mode="rgb_array"`` (as SB3 does). :meth:`render`
@@ -362,9 +387,10 @@ class SubprocVecEnv(_SB3VecEnv):
 
         Raises
         ------
-        ValueError
-            An env's ``render()`` returned None (names the envs), which SB3's
-            tiling would report as an "inhomogeneous shape".
+        WorkerError
+            An env's ``render()`` raised (names the env).
+        ResultNotPicklableError
+            A frame could not be sent back (names the env).
         """
         if self.render_mode != "rgb_array":
             warnings.warn(
@@ -373,22 +399,18 @@ class SubprocVecEnv(_SB3VecEnv):
                 stacklevel=2,
             )
             return [None] * self.num_envs
-        frames = self._engine.get_images()
-        missing = [i for i, frame in enumerate(frames) if frame is None]
-        if missing:
-            raise InvalidArgumentError(
-                f"get_images(): env(s) {missing} returned None from render() although "
-                "render_mode='rgb_array'; each env must return an RGB frame (check the "
-                "env's render(), or its render_mode)"
-            )
-        return frames
+        return self._engine.get_images()
 
     @staticmethod
     def _attribute_call(fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except WorkerError as exc:
-            if exc.exc_type != "builtins.AttributeError":
+            # A value that did not pickle back is not a missing attribute,
+            # whatever the pickling error's type (AttributeError for a lambda).
+            if exc.exc_type != "builtins.AttributeError" or isinstance(
+                exc, ResultNotPicklableError
+            ):
                 raise
             err = EnvAttributeError(
                 exc.args[0],

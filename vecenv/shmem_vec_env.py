@@ -52,7 +52,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from vecenv._autolayout import plan_layout
-from vecenv._calls import Calls
+from vecenv._calls import Calls, check_picklable
 from vecenv._collect import Collector, Recovery
 from vecenv._engine import EngineVecEnv, State
 from vecenv._inprocess import InprocPool
@@ -202,10 +202,8 @@ class ShmemVecEnv(EngineVecEnv):
         is a tuple of per-env values, as gymnasium batches them. Default
         False: such spaces raise :class:`~vecenv.errors.SpaceError`.
     check_spaces : bool
-        True (default): every env must have env 0's observation and action
-        spaces. False: only their shapes and dtypes must agree (the caller
-        checks the rest, as the gymnasium drop-in does for
-        ``observation_mode="different"``).
+        True (default): every env must have env 0's spaces and render_mode.
+        False: only shapes and dtypes must agree (the gymnasium drop-in's).
     engine_options : EngineOptions, optional
         All of the options above as one :class:`~vecenv.EngineOptions`
         (then pass none of them as keywords). The options in use are the
@@ -232,7 +230,8 @@ class ShmemVecEnv(EngineVecEnv):
     ------
     InvalidArgumentError
         Bad arguments (before any process or shared memory exists), also
-        ``timeout`` or ``cpu_affinity`` with ``num_workers=0``.
+        ``timeout``/``cpu_affinity`` with ``num_workers=0``; envs of
+        different ``render_mode`` (named; every process is stopped).
     SpaceError
         A space that cannot live in shared memory, or envs that disagree.
     WorkerError
@@ -393,7 +392,8 @@ class ShmemVecEnv(EngineVecEnv):
             A subset reset with ``batch_size < num_envs``. (A pending
             step_async() or reset_async() is finished and its results dropped.)
         InvalidArgumentError
-            Bad ``env_ids``.
+            Bad ``env_ids``, or reset options that do not pickle
+            (:class:`~vecenv.errors.ArgumentNotPicklableError`, naming the envs).
         WorkerError, WorkerDiedError, VecEnvTimeoutError
             A worker could not be started again, or the envs in flight failed
             to finish; the vec env still needs a reset.
@@ -409,10 +409,10 @@ class ShmemVecEnv(EngineVecEnv):
             State.STEP_PENDING,
         )
         ids = self._reset_ids(env_ids)
+        check_picklable("reset options", self._options, ids)  # before anything is sent
         entered = self._state
         self._state = State.NEEDS_RESET  # until the reset completes
-        seeds, options = self._seeds, self._options
-        self._steps.start_reset(ids, entered is State.NEEDS_RESET, seeds, options)
+        self._steps.start_reset(ids, entered is State.NEEDS_RESET, self._seeds, self._options)
         self._seeds = [None] * self.num_envs
         self._options = {}
         if self.batch_size < self.num_envs:
