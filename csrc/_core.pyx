@@ -908,10 +908,16 @@ cdef class LeafWriter:
     buffers : list of numpy.ndarray
         One C-contiguous array of shape ``(num_envs, *leaf_shape)`` per leaf,
         a writable view into shared memory.
+    cast : bool
+        True (default): a leaf of another dtype is cast where NumPy's
+        ``same_kind`` rule allows it (float64 to float32, as gymnasium's
+        vector envs and SB3's DummyVecEnv batch observations), integers
+        only when every value is representable. False: an ndarray must have
+        exactly the row's dtype.
 
-    The copy never casts an ndarray silently: a leaf whose dtype or shape
-    differs from the buffer's row raises ValueError naming the leaf. Python
-    and NumPy scalars are converted when the value is representable.
+    A leaf of the wrong shape, or whose dtype cannot be cast (float to int,
+    an object array), raises ValueError naming the leaf. Python and NumPy
+    scalars and sequences are converted by the same rule.
     """
 
     cdef list buffers
@@ -922,8 +928,10 @@ cdef class LeafWriter:
     cdef size_t* row_bytes
     cdef const char** srcs
     cdef Py_ssize_t num_envs
+    cdef bint cast
 
-    def __cinit__(self, list buffers):
+    def __cinit__(self, list buffers, bint cast=True):
+        self.cast = cast
         self.bases = NULL
         self.row_bytes = NULL
         self.srcs = NULL
@@ -986,8 +994,11 @@ cdef class LeafWriter:
             if type(x) is np.ndarray:
                 a = <cnp.ndarray>x
                 if a.dtype is not dt and a.dtype != dt:
-                    raise ValueError(f"leaf {j}: dtype {a.dtype}, expected {dt}")
-                if (<object>a).shape != shape:
+                    if not self.cast:
+                        raise ValueError(f"leaf {j}: dtype {a.dtype}, expected {dt}")
+                    a = _convert_scalar_like(x, dt, shape, j)
+                    keep.append(a)
+                elif (<object>a).shape != shape:
                     raise ValueError(f"leaf {j}: shape {(<object>a).shape}, expected {shape}")
                 if not cnp.PyArray_IS_C_CONTIGUOUS(a):
                     a = np.ascontiguousarray(a)

@@ -103,12 +103,14 @@ def _report(exc, env, where):
     )
 
 
-def leaf_value_ref(j, x, dtype, shape):
+def leaf_value_ref(j, x, dtype, shape, cast=True):
     """The array that observation leaf ``j`` (``dtype``, ``shape``) stores for
-    the value ``x``, or the ValueError the worker reports: an ndarray must have
-    exactly the leaf's dtype and shape (never cast); anything else is converted
-    when its kind and values fit the dtype."""
-    if type(x) is np.ndarray:
+    the value ``x``, or the ValueError the worker reports: a value of another
+    dtype is converted when its kind is bool, int or float and NumPy's
+    ``same_kind`` rule (or int to int) allows it, integers only when every
+    value fits; with ``cast=False`` (``check_observations=True``) an ndarray
+    must have exactly the leaf's dtype."""
+    if type(x) is np.ndarray and (x.dtype == dtype or not cast):
         if x.dtype != dtype:
             raise ValueError(f"leaf {j}: dtype {x.dtype}, expected {dtype}")
         if x.shape != shape:
@@ -344,6 +346,22 @@ class WorkerRoundReference:
             info[PICKLED_FINAL_KEY] = final_pickled
         return info
 
+    def _got(self, obs):
+        """What the env returned, leaf by leaf: ``[(shape, dtype), ...]``."""
+        try:
+            values = list(self.flatten(obs))
+        except Exception:
+            return f"a {type(obs).__name__}"
+        got = []
+        for v in values:
+            try:
+                a = np.asarray(v)
+            except Exception:
+                got.append(type(v).__name__)
+                continue
+            got.append((tuple(a.shape), str(a.dtype)))
+        return str(got)
+
     def _write_obs(self, i, obs, rows, what):
         """Write env ``i``'s observation into row ``i`` of ``rows`` (all its
         fixed leaves or none); return its pickled leaves' values (None when
@@ -368,7 +386,7 @@ class WorkerRoundReference:
             leaves = [(leaf.name, leaf.shape, str(leaf.dtype)) for leaf in leaves_spec]
             raise _ObservationMismatch(
                 f"env {i} returned {what} that does not match observation_space: {exc} "
-                f"(leaves: {leaves})"
+                f"(leaves: {leaves}; got {self._got(obs)})"
             ) from None
         for buf, a in zip(rows, arrays):
             buf[i] = a

@@ -108,7 +108,8 @@ def test_leaf_writer_several_leaves_and_noncontiguous_source():
 @pytest.mark.parametrize(
     ("value", "match"),
     [
-        (np.zeros((3,), np.float64), "dtype float64, expected float32"),
+        (np.zeros((3,), np.complex64), "dtype complex64, expected float32"),
+        (np.zeros((4,), np.float64), r"shape \(4,\), expected \(3,\)"),
         (np.zeros((4,), np.float32), r"shape \(4,\), expected \(3,\)"),
         (np.zeros((3, 1), np.float32), r"shape \(3, 1\), expected \(3,\)"),
         ("abc", "leaf 0"),
@@ -118,6 +119,42 @@ def test_leaf_writer_refuses_mismatch(value, match):
     writer = _core.LeafWriter([np.zeros((2, 3), np.float32)])
     with pytest.raises(ValueError, match=match):
         writer.write(0, [value])
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "value"),
+    [
+        (np.float64, np.float32, [0.5, -1.25, 3.0]),  # np.array of Python floats
+        (np.float32, np.float64, [0.5, -1.25, 3.0]),
+        (np.int64, np.int32, [1, -2, 2**31 - 1]),
+        (np.int64, np.uint8, [0, 7, 255]),
+        (np.bool_, np.int8, [True, False, True]),
+    ],
+)
+def test_leaf_writer_casts_same_kind_arrays_as_gymnasium_batches_them(src, dst, value):
+    buf = np.zeros((2, 3), dst)
+    _core.LeafWriter([buf]).write(1, [np.asarray(value, src)])
+    np.testing.assert_array_equal(buf[1], np.asarray(value, src).astype(dst))
+    assert buf.dtype == dst and not buf[0].any()
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        (np.array([1, 2, 2**31], np.int64), "not representable as int32"),  # would wrap
+        (np.array([0.5, 1.0, 2.0]), "dtype float64, expected int32"),  # float to int
+    ],
+)
+def test_leaf_writer_refuses_casts_that_lose_values(value, match):
+    with pytest.raises(ValueError, match=match):
+        _core.LeafWriter([np.zeros((2, 3), np.int32)]).write(0, [value])
+
+
+def test_leaf_writer_without_cast_refuses_another_dtype():
+    writer = _core.LeafWriter([np.zeros((2, 3), np.float32)], cast=False)
+    with pytest.raises(ValueError, match="dtype float64, expected float32"):
+        writer.write(0, [np.zeros(3)])
+    writer.write(0, [np.ones(3, np.float32)])  # the exact dtype still goes through
 
 
 def test_leaf_writer_scalars_must_be_representable():

@@ -670,3 +670,127 @@ def test_pickled_leaves_with_sb3_autoreset():
         assert dones.all() and words == ("reset", "reset")
         assert [i["terminal_observation"][0] for i in infos] == ["step(c)", "step(d)"]
         assert [int(i["terminal_observation"][1]) for i in infos] == [2, 2]
+
+
+# ---------------------------------------------------------------- observation dtypes
+class Float64ObsEnv(gym.Env):
+    """A float32 Box whose observations come as float64 arrays (``np.array``
+    of Python floats: the most common slip in custom envs), and an int32 Box
+    leaf fed int64, inside a Dict when ``nested``."""
+
+    def __init__(self, env_id=0, nested=False, bad=False):
+        self.env_id, self.nested, self.bad, self.t = env_id, nested, bad, 0
+        box = spaces.Box(-10.0, 10.0, (3,), np.float32)
+        if nested:
+            self.observation_space = spaces.Dict(
+                {"x": box, "n": spaces.Box(0, 1000, (2,), np.int32)}
+            )
+        else:
+            self.observation_space = box
+        self.action_space = spaces.Discrete(2)
+
+    def _obs(self):
+        x = np.array([self.env_id + 0.1, self.t + 0.25, -1.5])  # float64
+        if self.bad and self.env_id == 1:
+            x = x.astype(np.complex128)  # no same_kind cast to float32
+        if self.nested:
+            return {"x": x, "n": np.array([self.env_id, self.t], np.int64)}
+        return x
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 1.0, False, False, {}
+
+
+def _expected_rows(n, t, nested):
+    x = np.array([[e + 0.1, t + 0.25, -1.5] for e in range(n)]).astype(np.float32)
+    if nested:
+        return {"x": x, "n": np.array([[e, t] for e in range(n)], np.int32)}
+    return x
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("nested", [False, True], ids=["box", "dict"])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"num_workers": 0},
+        {"num_workers": 1},
+        {"num_workers": 2},
+        {"num_workers": 2, "_fallback_for_testing": True},
+        {"num_workers": 2, "batch_size": 2},
+    ],
+    ids=["in-process", "1-worker", "2-workers", "fallback", "partial"],
+)
+def test_observations_of_another_dtype_are_cast_as_gymnasium_casts_them(layout, nested):
+    n = 4
+    fns = [functools.partial(Float64ObsEnv, e, nested) for e in range(n)]
+    with vecenv.ShmemVecEnv(fns, context="fork", **layout) as venv:
+        if layout.get("batch_size"):  # partial batches: each env's row, by env id
+            venv.reset()
+            steps = np.zeros(n, np.int64)  # each env's step count
+            for _ in range(6):
+                obs, _, _, _, ids = venv.recv()
+                rows = [_expected_rows(n, int(steps[e]), nested) for e in ids]
+                if nested:
+                    want = {k: np.stack([r[k][e] for r, e in zip(rows, ids)]) for k in rows[0]}
+                else:
+                    want = np.stack([r[e] for r, e in zip(rows, ids)])
+                assert_tree_equal(obs, want)
+                venv.send(np.zeros(len(ids), np.int64), ids)
+                steps[ids] += 1
+            return
+        assert_tree_equal(venv.reset(), _expected_rows(n, 0, nested))
+        for t in (1, 2):
+            obs, *_ = venv.step(np.zeros(n, np.int64))
+            assert_tree_equal(obs, _expected_rows(n, t, nested))
+
+
+@pytest.mark.timeout(120)
+def test_the_drop_ins_cast_observations_too():
+    from vecenv.gymnasium_vector import AsyncVectorEnv
+
+    fns = [functools.partial(Float64ObsEnv, e) for e in range(2)]
+    envs = AsyncVectorEnv(fns, context="fork")
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert obs.dtype == np.float32 and np.array_equal(obs, _expected_rows(2, 0, False))
+        obs, *_ = envs.step(np.zeros(2, np.int64))
+        assert np.array_equal(obs, _expected_rows(2, 1, False))
+    finally:
+        envs.close()
+    sb3 = pytest.importorskip("vecenv.sb3")
+    try:
+        sub = sb3.SubprocVecEnv(fns, start_method="fork")
+    except ImportError:  # pragma: no cover - stable-baselines3 missing
+        pytest.skip("stable-baselines3 is not installed")
+    try:
+        assert np.array_equal(sub.reset(), _expected_rows(2, 0, False))
+    finally:
+        sub.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_observation_that_cannot_be_cast_names_env_leaf_dtypes_and_shapes(num_workers):
+    fns = [functools.partial(Float64ObsEnv, e, bad=True) for e in range(3)]
+    with vecenv.ShmemVecEnv(fns, num_workers=num_workers, context="fork") as venv:
+        with pytest.raises(vecenv.ObservationError) as info:
+            venv.reset()
+        err = info.value
+        text = str(err)
+        assert err.env_index == 1 and "env 1 returned" in text
+        assert "complex128" in text and "float32" in text and "(3,)" in text
+        assert "raised" not in text  # the env raised nothing: vecenv refused its value
+
+
+@pytest.mark.timeout(60)
+def test_check_observations_refuses_another_dtype():
+    fns = [functools.partial(Float64ObsEnv, e) for e in range(2)]
+    with vecenv.ShmemVecEnv(fns, num_workers=1, check_observations=True) as venv:
+        with pytest.raises(vecenv.ObservationError, match="dtype float64, expected float32"):
+            venv.reset()

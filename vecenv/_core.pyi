@@ -142,9 +142,12 @@ class LeafWriter:
 
     ``buffers``: one C-contiguous, writable ndarray of shape
     ``(num_envs, *leaf_shape)`` per leaf. Raises ValueError otherwise.
+    ``cast``: a leaf of another dtype is cast where NumPy's ``same_kind``
+    rule allows (integers only when every value fits); False: an ndarray
+    must have exactly the row's dtype.
     """
 
-    def __init__(self, buffers: list[npt.NDArray[np.generic]]) -> None: ...
+    def __init__(self, buffers: list[npt.NDArray[np.generic]], cast: bool = True) -> None: ...
     def write(self, env: int, leaves: Sequence[object]) -> None:
         """Copy ``leaves`` (one value per leaf) into row ``env``; ValueError on a
         wrong shape, dtype, unrepresentable scalar or ``env`` out of range."""

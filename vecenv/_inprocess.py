@@ -319,7 +319,7 @@ class InprocPool:
         Where the stand-in process and channel are recorded for the finalizer.
     env_fns : sequence of callables
         The env factories (built by :meth:`start`).
-    autoreset_mode, check_rewards, check_spaces
+    autoreset_mode, check_rewards, check_spaces, check_observations
         What the loop is told (:class:`vecenv._worker.WorkerSpec`).
     """
 
@@ -335,6 +335,7 @@ class InprocPool:
         autoreset_mode: str,
         check_rewards: bool,
         check_spaces: bool,
+        check_observations: bool = False,
     ):
         self.resources = resources
         self.env_fns = list(env_fns)
@@ -353,6 +354,7 @@ class InprocPool:
             autoreset_mode=autoreset_mode,
             check_rewards=check_rewards,
             check_spaces=check_spaces,
+            check_observations=check_observations,
         )
         self.chan: Optional[InprocChannel] = None
 

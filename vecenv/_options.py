@@ -64,6 +64,7 @@ class EngineOptions:
     check_actions: bool = False
     pickled_leaves: bool = False
     check_spaces: bool = True
+    check_observations: bool = False
 
     def __post_init__(self) -> None:
         check_seconds("timeout", self.timeout)

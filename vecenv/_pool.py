@@ -228,7 +228,7 @@ class WorkerPool:
         The watchdog: seconds a post or a read may take (None: no limit).
     cores : list of int or None
         Core of each worker (``cpu_affinity``), or None: no pinning.
-    spin, autoreset_mode, check_rewards, check_spaces
+    spin, autoreset_mode, check_rewards, check_spaces, check_observations
         What each worker is told (:class:`vecenv._worker.WorkerSpec`).
     """
 
@@ -249,6 +249,7 @@ class WorkerPool:
         autoreset_mode: str,
         check_rewards: bool,
         check_spaces: bool,
+        check_observations: bool = False,
     ):
         self.resources = resources
         _track(resources)
@@ -276,6 +277,7 @@ class WorkerPool:
                 autoreset_mode=autoreset_mode,
                 check_rewards=check_rewards,
                 check_spaces=check_spaces,
+                check_observations=check_observations,
             )
             for w, (lo, hi) in enumerate(ranges)
         ]

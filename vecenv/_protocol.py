@@ -383,6 +383,10 @@ class Closed:
     kind: ClassVar[Msg] = Msg.CLOSED
 
 
+# Reports of vecenv's own checks of what an env returned (the env raised nothing).
+_CHECKS = frozenset({"ObservationError", "RewardError"})
+
+
 @dataclasses.dataclass(frozen=True)
 class ErrorReport:
     """A picklable report of an exception raised across the process boundary.
@@ -446,7 +450,9 @@ class ErrorReport:
             cls = _errors.WorkerError
         i = None if self.env_index is None else offset + int(self.env_index)
         text = self.message
-        if self.where:  # an env's own exception: say which env, doing what
+        if self.kind in _CHECKS:  # vecenv's check of what the env returned: it raised nothing
+            text = f"{text} (found in {self.where})" if self.where else text
+        elif self.where:  # an env's own exception: say which env, doing what
             text = f"env {i} raised {self.exc_type} in {self.where}: {text}"
         text = prefix + text
         indices = tuple(offset + int(k) for k in self.env_indices)

@@ -75,6 +75,7 @@ class WorkerSpec:
     check_rewards: bool = False  # a non-finite reward is an error
     pdeathsig: bool = False  # ask the kernel to kill us when the parent dies
     check_spaces: bool = True  # all envs of the worker must have env lo's spaces
+    check_observations: bool = False  # an observation of another dtype is refused, not cast
     # The parent's os.environ when it started this worker (None: keep ours).
     # Under forkserver a worker would otherwise see the forkserver's, as it
     # was when that process started.
@@ -525,9 +526,10 @@ class _Loop:
         self.ctrl = _core.WorkerControl(block, layout.num_envs, layout.num_workers)
         acts, obs, rew, term, trunc = layout.views(block)
         self.rewards, self.terminated, self.truncated = rew, term, trunc
-        self.writer = _core.LeafWriter(obs)
+        cast = not spec.check_observations
+        self.writer = _core.LeafWriter(obs, cast)
         final = layout.final_views(block)
-        self.final_writer = _core.LeafWriter(final) if final else None
+        self.final_writer = _core.LeafWriter(final, cast) if final else None
         obs_space, act_space = envs[0].observation_space, envs[0].action_space
         self.flatten_obs = _layout.make_flattener(obs_space)
         self.read_action: Any = (
@@ -660,9 +662,10 @@ class _Loop:
             (writer or self.writer).write(i, leaves)
             return pickled
         except ValueError as exc:
+            expected = [(leaf.name, leaf.shape, str(leaf.dtype)) for leaf in self.obs_leaves]
             raise _ObservationMismatch(
                 f"env {i} returned {what} that does not match observation_space: {exc} "
-                f"(leaves: {[(leaf.name, leaf.shape, str(leaf.dtype)) for leaf in self.obs_leaves]})"
+                f"(leaves: {expected}; got {_describe_leaves(obs, self.flatten_obs)})"
             ) from None
 
     def _step(self, i: int, k: int):
@@ -822,6 +825,25 @@ class _Loop:
 
 
 _NO_ACTION = object()
+
+
+def _describe_leaves(obs, flatten) -> str:
+    """``[(shape, dtype), ...]`` of the values an env returned, for messages."""
+    try:
+        values = flatten(obs)
+    except Exception:
+        return f"a {type(obs).__name__}"
+    out = []
+    for v in values:
+        a = v if isinstance(v, np.ndarray) else None
+        if a is None:
+            try:
+                a = np.asarray(v)
+            except Exception:
+                out.append(type(v).__name__)
+                continue
+        out.append((tuple(a.shape), str(a.dtype)))
+    return str(out)
 
 
 def _with_pickled(info, pickled, final_pickled):

@@ -143,7 +143,7 @@ class AsyncVectorEnv(VectorEnv):
         :class:`~vecenv.EngineOptions`, checked as ShmemVecEnv checks them). ``timeout`` (seconds) is a watchdog on every wait: the
         late workers are killed and a ``reset()`` starts them again; a
         ``*_wait(timeout=...)`` only stops waiting (the call stays pending).
-    on_worker_death, max_restarts, check_rewards
+    on_worker_death, max_restarts, check_rewards, check_observations
         vecenv's fault handling, as in :class:`~vecenv.ShmemVecEnv` (keyword only).
     check_actions : bool
         False (default): each env gets its action as gymnasium's ``iterate``

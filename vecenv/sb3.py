@@ -82,7 +82,7 @@ class SubprocVecEnv(_SB3VecEnv):
         stepping several envs), ``copy``, ``timeout`` (seconds),
         ``start_timeout``, ``spin``, ``cpu_affinity``, ``daemon``,
         ``spaces``, ``on_worker_death``, ``max_restarts``, ``check_rewards``,
-        ``check_actions``; or all of them as ``engine_options``, an
+        ``check_actions``, ``check_observations``; or all of them as ``engine_options``, an
         :class:`~vecenv.EngineOptions`. ``context`` is another name for ``start_method``.
         ``autoreset_mode`` may only be "sb3" and ``batch_size`` only
         ``num_envs``: SB3's API steps every env at once and resets in the step.

@@ -104,10 +104,9 @@ class ShmemVecEnv(EngineVecEnv):
         in the calling process, in order, by the same engine (same API,
         results, infos and errors; ``in_process`` is then True), where
         ``step_async``, ``send`` and ``reset_async`` run the envs before
-        they return. The fastest layout for envs whose step costs a few
-        microseconds. There
-        ``timeout`` and ``cpu_affinity`` are refused (nothing can stop or
-        pin an env running in the caller's thread); ``start_timeout``,
+        they return (the fastest layout for envs whose step costs a few
+        microseconds). ``timeout`` and ``cpu_affinity`` are refused (nothing
+        can stop or pin an env running in the caller's thread); ``start_timeout``,
         ``spin``, ``context``, ``daemon``, ``on_worker_death`` and
         ``max_restarts`` have no effect; call arguments and results are
         passed by reference (no pickling), and the global generators are
@@ -118,25 +117,23 @@ class ShmemVecEnv(EngineVecEnv):
         multiprocessing start method: "fork", "spawn" or "forkserver"
         (default: the platform's default).
     copy : bool
-        True (default): returned observations are arrays the caller owns.
-        False: they are zero-copy views into shared memory, valid until the
-        next ``step_async``, ``send``, ``reset`` or ``close``; copy to keep them.
+        True (default): returned observations are arrays the caller owns. False:
+        zero-copy views into shared memory, valid until the next ``step_async``,
+        ``send``, ``reset`` or ``close``; copy to keep them.
         (:meth:`recv` then returns a gather buffer reused by the next ``recv``,
         or, when the batch's envs are consecutive, views of their shared rows
         in env order: no gather at all.) Rewards and done flags are always
         fresh arrays.
     timeout : float, optional
-        Seconds to wait for a step, reset or method call before raising
-        :class:`~vecenv.errors.WatchdogTimeoutError` (default: no limit). The
-        workers that did not answer are killed and the vec env needs a
-        :meth:`reset`, which starts them again (or :meth:`close`). To wait
-        less without killing anything, see :meth:`limit_waits`.
+        Seconds to wait for a step, reset or call before raising
+        :class:`~vecenv.errors.WatchdogTimeoutError` (default: no limit); the late
+        workers are killed and :meth:`reset` starts them again. To wait less
+        without killing anything, see :meth:`limit_waits`.
     start_timeout : float
-        Seconds to wait for all workers to build their envs (default 60).
-        Workers start in parallel, usually within a second (fork: about
-        2 ms, spawn and forkserver: about 0.2 s plus the factories' imports);
-        a minute covers heavy factories (Atari ROMs, MuJoCo models, importing
-        torch on a busy machine) while a worker that will never start (a
+        Seconds to wait for all workers to build their envs (default 60:
+        workers start in parallel in 2 ms (fork) to 0.2 s plus imports, and
+        a minute covers heavy factories such as Atari ROMs, MuJoCo models or
+        torch) while a worker that will never start (a
         factory that waits forever, a lock held by another thread at fork)
         is reported before a user gives up on a silent program. Past 10 s,
         progress is logged (logger ``"vecenv"``, level WARNING) every 10 s.
@@ -148,12 +145,9 @@ class ShmemVecEnv(EngineVecEnv):
         starves a runnable process on its core, while its core stays awake and
         answers a wake in microseconds instead of waiting out an idle halt
         (tens of microseconds in a VM). Default: 200e-6 while num_workers is at
-        most twice the usable cores, else 0 (measured on 2 cores: noop 8 envs
-        on 2 workers 183k -> 446k env-steps/s, CartPole 16 envs 109k -> 153k,
-        Pong unchanged; 16 workers on Pong lost 11%). The parent does not poll
-        while at least as many workers as usable cores are stepping: it would
-        take a core from one of them (CartPole 16 envs, 2 workers, batch 8:
-        about 1.6x env-steps/s on 2 cores).
+        most twice the usable cores, else 0 (README "How it works" has the
+        figures). The parent does not poll while at least as many workers as
+        usable cores are stepping: it would take a core from one of them.
     autoreset_mode : {"sb3", "next_step", "same_step", "disabled"}
         What happens when an episode ends. "sb3" (default, as baselines and
         SB3): the env is reset in the same step, the returned observation is
@@ -204,6 +198,10 @@ class ShmemVecEnv(EngineVecEnv):
     check_spaces : bool
         True (default): every env must have env 0's spaces and render_mode.
         False: only shapes and dtypes must agree (the gymnasium drop-in's).
+    check_observations : bool
+        False (default): an observation of another dtype is cast where
+        NumPy's ``same_kind`` rule allows (float64 to float32; integers only
+        when every value fits), as gymnasium and SB3 batch them. True: refused.
     engine_options : EngineOptions, optional
         All of the options above as one :class:`~vecenv.EngineOptions`
         (then pass none of them as keywords). The options in use are the
@@ -267,6 +265,7 @@ class ShmemVecEnv(EngineVecEnv):
         check_actions: bool = False,
         pickled_leaves: bool = False,
         check_spaces: bool = True,
+        check_observations: bool = False,
         engine_options: Optional[EngineOptions] = None,
         _fallback_for_testing: bool = False,
     ):
@@ -319,6 +318,7 @@ class ShmemVecEnv(EngineVecEnv):
         self.check_actions = bool(check_actions)
         self.pickled_leaves = bool(pickled_leaves)
         self.check_spaces = bool(check_spaces)
+        self.check_observations = bool(check_observations)
         self._seeds: List[Optional[int]] = [None] * num_envs
         self._options: Dict[int, Any] = {}
         self._wait_timeout: Optional[float] = None  # see EngineVecEnv.limit_waits
@@ -724,6 +724,7 @@ def _make_pool(
         "autoreset_mode": options.autoreset_mode,
         "check_rewards": bool(options.check_rewards),
         "check_spaces": bool(options.check_spaces),
+        "check_observations": bool(options.check_observations),
     }
     if plan.in_process:
         return InprocPool(resources, env_fns, **kwargs)
