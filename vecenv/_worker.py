@@ -833,7 +833,7 @@ def _describe_leaves(obs, flatten) -> str:
         values = flatten(obs)
     except Exception:
         return f"a {type(obs).__name__}"
-    out = []
+    out: List[Any] = []
     for v in values:
         a = v if isinstance(v, np.ndarray) else None
         if a is None:
