@@ -84,6 +84,27 @@ class _RewardMismatch(ValueError):
     """Reported as a ValueError of kind "RewardError"."""
 
 
+def _unpicklable_report(exc, env):
+    """The report of env ``env``'s info that could not be sent to the parent."""
+    from vecenv._protocol import ErrorReport
+
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    return ErrorReport(
+        kind="ResultNotPicklableError",
+        message=(
+            f"env {env}'s step() or reset() info dict returned a value that could not be sent "
+            f"back to the parent process: pickling it raised {kind}: {exc}. Return a picklable "
+            "value (no lambdas, locks, open files or generators), or use num_workers=0, which "
+            "passes values by reference"
+        ),
+        exc_type=kind,
+        traceback="".join(
+            traceback.format_exception(type(exc), exc, exc.__traceback__, chain=False)
+        ),
+        env_index=env,
+    )
+
+
 def _report(exc, env, where):
     """The error report a parent reads for env ``env``'s exception ``exc``."""
     from vecenv._protocol import ErrorReport
@@ -234,11 +255,15 @@ class WorkerRoundReference:
         if infos or errors:
             try:
                 sent = pickle.dumps((int(Msg.ROUND), infos, errors))
-            except Exception as exc:  # an info that cannot be pickled: every info fails
+            except Exception:  # only the envs whose info cannot be pickled fail
                 for i in list(infos):
-                    errors[i] = _report(exc, i, "pickling the info dict")
-                    statuses[i] = Status.ERROR
-                sent = pickle.dumps((int(Msg.ROUND), {}, errors))
+                    try:
+                        pickle.dumps(infos[i])
+                    except Exception as exc:
+                        del infos[i]
+                        errors[i] = _unpicklable_report(exc, i)
+                        statuses[i] = Status.ERROR
+                sent = pickle.dumps((int(Msg.ROUND), infos, errors))
             _, got_infos, got_errors = pickle.loads(sent)
             self.messages.append((got_infos, got_errors))
         for i, st in statuses.items():

@@ -760,3 +760,43 @@ def test_in_process_values_pass_by_reference():
             venv.reset()
         assert "num_workers=0" not in str(info.value)
         venv.step(np.zeros(3, np.int64))
+
+
+class LambdaInfoEnv(gym.Env):
+    """Its info at step 2 holds a lambda (which does not pickle) for env 1,
+    a plain value for the others."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, env_id):
+        self.env_id, self.t = env_id, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        info = {}
+        if self.t == 2:
+            info = {"fn": lambda: None} if self.env_id == 1 else {"t": self.t}
+        return np.zeros(1, np.float32), 0.0, False, False, info
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_an_info_that_does_not_pickle_blames_its_env_not_its_workers_first(context):
+    fns = [functools.partial(LambdaInfoEnv, e) for e in range(4)]
+    with vecenv.ShmemVecEnv(fns, envs_per_worker=2, context=context) as venv:
+        venv.reset()
+        venv.step(np.zeros(4, np.int64))
+        with pytest.raises(vecenv.ResultNotPicklableError) as info:
+            venv.step(np.zeros(4, np.int64))
+        err = info.value
+        assert err.env_index == 1 and isinstance(err, TypeError)
+        assert not isinstance(err, AttributeError)
+        assert "env 1's step() or reset() info dict" in str(err) and "raised" in str(err)
+        assert "and envs" not in str(err)  # env 0, on the same worker, is not blamed
+        venv.reset()  # recovers
+        venv.step(np.zeros(4, np.int64))

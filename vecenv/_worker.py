@@ -138,6 +138,10 @@ def reseed_globals(seq: np.random.SeedSequence, torch_only: bool = False) -> Non
             pass
 
 
+# What returned an info that does not pickle (for unpicklable_report).
+INFO_WHAT = "step() or reset() info dict"
+
+
 def unpicklable_report(exc: BaseException, env_index: int, what: str) -> ErrorReport:
     """The report of env ``env_index``'s value that could not be sent back to
     the parent: ``what`` returned it (``"get_attr('fn')"``, ``"render()"``,
@@ -628,11 +632,16 @@ class _Loop:
             msg = (_ROUND, infos, errors)
             try:
                 payload = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception as exc:
+            except Exception:
+                # Blame the envs whose info does not pickle, not every env of the round.
                 for i in list(infos):
-                    errors[i] = error_payload(exc, i, "pickling the info dict")
-                    statuses[done_envs.index(i)] = _ST_ERROR
-                payload = pickle.dumps((_ROUND, {}, errors), protocol=pickle.HIGHEST_PROTOCOL)
+                    try:
+                        pickle.dumps(infos[i], protocol=pickle.HIGHEST_PROTOCOL)
+                    except Exception as exc:
+                        del infos[i]
+                        errors[i] = unpicklable_report(exc, i, INFO_WHAT)
+                        statuses[done_envs.index(i)] = _ST_ERROR
+                payload = pickle.dumps((_ROUND, infos, errors), protocol=pickle.HIGHEST_PROTOCOL)
         ticket = self.ctrl.publish(done_envs, statuses, self.spec.index)
         if msg is not None:
             # After the publish: the parent reads it for the envs it collected
