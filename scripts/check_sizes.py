@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     bad = [f"module {n}: {k} lines > {args.max_module}" for n, k in modules if k > args.max_module]
     bad += [f"{n}: {k} lines > {args.max_class}" for n, k in classes if k > args.max_class]
     for line in bad:
-        print(f"check_sizes: {line}: split it by job (see README 'How it is built')")
+        print(f"check_sizes: {line}: split it by job (see docs/internals.md, 'How it is built')")
     if bad:
         return 1
     big_module = max(modules, key=lambda m: m[1])

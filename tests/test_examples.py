@@ -1,5 +1,6 @@
-"""Every example runs as written: the README's Python blocks, the Python
-literal blocks in vecenv's docstrings, and examples/quickstart.py.
+"""Every example runs as written: the Python blocks of README.md and of the
+docs site's pages (docs/**/*.md), the Python literal blocks in vecenv's
+docstrings, and examples/quickstart.py.
 
 Each example runs as a script of its own in a subprocess (from an empty
 folder, so it imports the installed vecenv). An example that needs an extra
@@ -33,10 +34,11 @@ NEEDS = [
 ]
 
 
-def readme_blocks():
-    """(id, code) of every ```python block of README.md."""
+def markdown_blocks(path):
+    """(id, code) of every ```python block of one Markdown file."""
     out = []
-    lines = (ROOT / "README.md").read_text().splitlines()
+    name = path.relative_to(ROOT).as_posix()
+    lines = path.read_text().splitlines()
     i = 0
     while i < len(lines):
         if lines[i].strip() == "```python":
@@ -44,10 +46,20 @@ def readme_blocks():
             j = start
             while lines[j].strip() != "```":
                 j += 1
-            out.append((f"README.md:{start}", "\n".join(lines[start:j]) + "\n"))
+            out.append((f"{name}:{start}", "\n".join(lines[start:j]) + "\n"))
             i = j
         i += 1
     return out
+
+
+def readme_blocks():
+    """(id, code) of every ```python block of README.md."""
+    return markdown_blocks(ROOT / "README.md")
+
+
+def docs_blocks():
+    """(id, code) of every ```python block of the docs site's pages."""
+    return [b for page in sorted((ROOT / "docs").rglob("*.md")) for b in markdown_blocks(page)]
 
 
 def docstring_blocks():
@@ -92,12 +104,13 @@ def _literal_blocks(doc):
     return blocks
 
 
-EXAMPLES = readme_blocks() + docstring_blocks()
+EXAMPLES = readme_blocks() + docs_blocks() + docstring_blocks()
 
 
 def test_examples_are_found():
     ids = [i for i, _ in EXAMPLES]
-    assert sum(i.startswith("README.md") for i in ids) >= 7, ids
+    assert sum(i.startswith("README.md") for i in ids) >= 1, ids
+    assert sum(i.startswith("docs/") for i in ids) >= 10, ids
     assert any(i.startswith("sb3.py") for i in ids), ids
 
 

@@ -569,16 +569,17 @@ def test_sb3_ppo_learns_a_cooperative_env():
     assert np.mean(rewards) > 0.9  # a random policy earns 0.5
 
 
-# ---------------------------------------------------------------- README
-README = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "README.md")
+# ---------------------------------------------------------------- the multi-agent guide
+README = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), os.pardir, "docs", "guides", "multi-agent.md"
+)
 
 
 def _readme_scripts():
     if not os.path.exists(README):
         return []
     text = open(README, encoding="utf-8").read()
-    start = text.index("## Multi-agent (PettingZoo)")
-    section = text[start : text.index("\n## ", start + 1)]
+    section = text
     return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
 
 
@@ -592,7 +593,7 @@ def test_readme_examples_run(index, tmp_path):
         pytest.importorskip("stable_baselines3")
     scripts = _readme_scripts()
     if not scripts:
-        pytest.skip("README.md is not next to the tests")
+        pytest.skip("docs/guides/multi-agent.md is not next to the tests")
     path = tmp_path / "example.py"
     path.write_text(scripts[index])
     out = subprocess.run(

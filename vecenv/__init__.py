@@ -15,6 +15,7 @@ except ImportError as _exc:  # pragma: no cover - only without a build
     raise _err from _err.__cause__
 
 from vecenv._options import EngineOptions
+from vecenv._version import __version__
 from vecenv.base import VecEnv, tile_images
 from vecenv.errors import (
     ActionTypeError,
@@ -36,8 +37,6 @@ from vecenv.errors import (
 from vecenv.gymnasium_vector import AsyncVectorEnv, make_vec
 from vecenv.multi_agent import MultiAgentVecEnv
 from vecenv.shmem_vec_env import ShmemVecEnv, make
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ActionTypeError",

@@ -145,7 +145,7 @@ class ShmemVecEnv(EngineVecEnv):
         starves a runnable process on its core, while its core stays awake and
         answers a wake in microseconds instead of waiting out an idle halt
         (tens of microseconds in a VM). Default: 200e-6 while num_workers is at
-        most twice the usable cores, else 0 (README "How it works" has the
+        most twice the usable cores, else 0 (docs/internals.md has the
         figures). The parent does not poll while at least as many workers as
         usable cores are stepping: it would take a core from one of them.
     autoreset_mode : {"sb3", "next_step", "same_step", "disabled"}
