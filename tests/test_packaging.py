@@ -148,3 +148,33 @@ def test_installed_core_steps_envs_end_to_end():
         np.testing.assert_array_equal(dones, [True, True])  # truncated after 3 steps
     finally:
         venv.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "module, missing, extra",
+    [
+        ("vecenv.sb3", "stable_baselines3", "sb3"),
+        ("vecenv.sb3_multi_agent", "stable_baselines3", "sb3"),
+        ("vecenv.ray", "ray", "ray"),
+    ],
+)
+def test_a_front_end_without_its_extra_is_a_module_not_found_error_naming_the_extra(
+    module, missing, extra
+):
+    # ModuleNotFoundError (an ImportError) is what pytest.importorskip skips on
+    # and what `except ImportError` catches; the message says what to install.
+    import subprocess
+    import sys
+
+    code = (
+        f"import sys; sys.modules[{missing!r}] = None\n"
+        f"try:\n    import {module}\n"
+        "except ModuleNotFoundError as e:\n    print(type(e).__name__, e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=50
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ModuleNotFoundError"), out.stdout
+    assert f"pip install vecenv[{extra}]" in out.stdout

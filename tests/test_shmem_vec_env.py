@@ -763,11 +763,10 @@ def test_the_drop_ins_cast_observations_too():
         assert np.array_equal(obs, _expected_rows(2, 1, False))
     finally:
         envs.close()
-    sb3 = pytest.importorskip("vecenv.sb3")
-    try:
-        sub = sb3.SubprocVecEnv(fns, start_method="fork")
-    except ImportError:  # pragma: no cover - stable-baselines3 missing
-        pytest.skip("stable-baselines3 is not installed")
+    pytest.importorskip("stable_baselines3")
+    from vecenv.sb3 import SubprocVecEnv
+
+    sub = SubprocVecEnv(fns, start_method="fork")
     try:
         assert np.array_equal(sub.reset(), _expected_rows(2, 0, False))
     finally:

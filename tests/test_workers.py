@@ -618,7 +618,6 @@ def test_a_script_that_exits_without_close_exits_promptly_and_leaves_nothing(
 @pytest.mark.parametrize("daemon", [True, False])
 def test_the_drop_ins_accept_daemon_and_host_envs_with_processes(daemon):
     from vecenv.gymnasium_vector import AsyncVectorEnv
-    from vecenv.sb3 import SubprocVecEnv
 
     fns = [functools.partial(ServerEnv, "fork")] * 2
     genv = AsyncVectorEnv(fns, context="fork", daemon=daemon)
@@ -630,6 +629,9 @@ def test_the_drop_ins_accept_daemon_and_host_envs_with_processes(daemon):
     finally:
         genv.close()
     assert _wait_gone(servers, within=0.5) == []
+    pytest.importorskip("stable_baselines3")
+    from vecenv.sb3 import SubprocVecEnv
+
     senv = SubprocVecEnv(fns, start_method="fork", daemon=daemon)
     try:
         senv.reset()

@@ -29,8 +29,12 @@ try:
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError(
-        f"vecenv.ray needs Ray ({_exc}): install it with `pip install vecenv[ray]`"
+    # ModuleNotFoundError where the package is missing (what pytest.importorskip
+    # and `except ImportError` both expect); ImportError where it is broken.
+    _missing = ModuleNotFoundError if isinstance(_exc, ModuleNotFoundError) else ImportError
+    raise _missing(
+        f"vecenv.ray needs Ray ({_exc}): install it with `pip install vecenv[ray]`",
+        name=_exc.name,
     ) from _exc
 
 from vecenv._layout import make_flattener, make_unflattener

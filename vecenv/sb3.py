@@ -28,8 +28,12 @@ import numpy as np
 try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv as _SB3VecEnv
 except ImportError as _exc:
-    raise ImportError(
-        f"vecenv.sb3 needs stable-baselines3 ({_exc}); install it with `pip install vecenv[sb3]`"
+    # ModuleNotFoundError where the package is missing (what pytest.importorskip
+    # and `except ImportError` both expect); ImportError where it is broken.
+    _missing = ModuleNotFoundError if isinstance(_exc, ModuleNotFoundError) else ImportError
+    raise _missing(
+        f"vecenv.sb3 needs stable-baselines3 ({_exc}); install it with `pip install vecenv[sb3]`",
+        name=_exc.name,
     ) from _exc
 
 from vecenv._options import ENGINE_OPTIONS, EngineOptions, check_env_fns
