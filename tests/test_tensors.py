@@ -1,0 +1,157 @@
+"""vecenv.tensors: torch tensors over the shared block equal what the steps
+return, share its memory, and refuse what has no shared block."""
+
+import functools
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import vecenv
+from vecenv.envs import BigObsEnv, CounterEnv
+from vecenv.tensors import shared_tensors
+
+torch = pytest.importorskip("torch")
+
+
+def _leaves(x):
+    if isinstance(x, dict):
+        return [leaf for k in sorted(x) for leaf in _leaves(x[k])]
+    if isinstance(x, tuple):
+        return [leaf for v in x for leaf in _leaves(v)]
+    return [x]
+
+
+def _assert_equal(tensors, arrays):
+    got, want = _leaves(tensors), _leaves(arrays)
+    assert len(got) == len(want)
+    for t, a in zip(got, want):
+        assert isinstance(t, torch.Tensor)
+        assert t.shape == a.shape and t.numpy().dtype == a.dtype
+        np.testing.assert_array_equal(t.numpy(), a)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("mode", ["sb3", "next_step", "same_step"])
+def test_tensors_hold_every_steps_batch_without_a_copy(num_workers, mode):
+    fns = [functools.partial(CounterEnv, e, episode_length=3 + e) for e in range(4)]
+    with vecenv.ShmemVecEnv(fns, num_workers=num_workers, autoreset_mode=mode) as venv:
+        t = shared_tensors(venv)
+        obs = venv.reset()
+        _assert_equal(t.observations, obs)
+        first = [leaf.data_ptr() for leaf in _leaves(t.observations)]
+        for _ in range(8):
+            venv.step_async(np.arange(4) % 3)
+            obs, rew, term, trunc, _ = venv.step_wait_gym()
+            _assert_equal(t.observations, obs)
+            np.testing.assert_array_equal(t.rewards.numpy(), rew)
+            np.testing.assert_array_equal(t.terminated.numpy(), term)
+            np.testing.assert_array_equal(t.truncated.numpy(), trunc)
+            # The same memory every step: nothing was allocated or copied.
+            assert [leaf.data_ptr() for leaf in _leaves(t.observations)] == first
+        assert t.rewards.dtype == torch.float64 and t.terminated.dtype == torch.bool
+
+
+@pytest.mark.timeout(60)
+def test_frames_are_uint8_tensors_of_the_block():
+    fns = [BigObsEnv] * 3
+    with vecenv.ShmemVecEnv(fns, num_workers=1, copy=False) as venv:
+        t = shared_tensors(venv)
+        view = venv.reset()
+        assert t.observations.dtype == torch.uint8
+        assert t.observations.shape == (3, *venv.observation_space.shape)
+        # copy=False hands out views of the same rows the tensor covers.
+        assert t.observations.data_ptr() == view.ctypes.data
+        assert t.observations.is_contiguous()
+
+
+@pytest.mark.timeout(60)
+def test_partial_batches_fill_the_rows_of_the_envs_received():
+    fns = [functools.partial(CounterEnv, e) for e in range(4)]
+    with vecenv.ShmemVecEnv(fns, num_workers=2, batch_size=2) as venv:
+        t = shared_tensors(venv)
+        venv.reset()  # starts all 4 resets
+        for _ in range(6):
+            obs, rew, _, _, env_ids = venv.recv()
+            np.testing.assert_array_equal(t.observations["count"].numpy()[env_ids], obs["count"])
+            np.testing.assert_array_equal(t.rewards.numpy()[env_ids], rew)
+            venv.send(np.ones(2, np.int64), env_ids)
+
+
+@pytest.mark.timeout(60)
+def test_the_drop_ins_share_their_engine_block():
+    fns = [lambda: gym.make("CartPole-v1")] * 2
+    envs = vecenv.AsyncVectorEnv(fns)
+    try:
+        t = shared_tensors(envs)
+        obs, _ = envs.reset(seed=1)
+        _assert_equal(t.observations, obs)
+        obs, rew, term, trunc, _ = envs.step(np.array([0, 1]))
+        _assert_equal(t.observations, obs)
+        np.testing.assert_array_equal(t.rewards.numpy(), rew)
+    finally:
+        envs.close()
+    pytest.importorskip("stable_baselines3")
+    from vecenv.sb3 import SubprocVecEnv
+
+    sub = SubprocVecEnv(fns, start_method="fork")
+    try:
+        t = shared_tensors(sub)
+        _assert_equal(t.observations, sub.reset())
+        obs, rew, _, _ = sub.step(np.array([1, 0]))
+        _assert_equal(t.observations, obs)
+        np.testing.assert_array_equal(t.rewards.numpy(), rew)
+    finally:
+        sub.close()
+
+
+@pytest.mark.timeout(60)
+def test_tensors_outliving_close_keep_the_last_step_readable():
+    with vecenv.ShmemVecEnv([BigObsEnv] * 2, num_workers=1) as venv:
+        t = shared_tensors(venv)
+        venv.reset()
+        obs, *_ = venv.step(np.zeros(2, np.int64))
+    # The tensors keep the block mapped: reading after close is safe.
+    np.testing.assert_array_equal(t.observations.numpy(), obs)
+    with pytest.raises(vecenv.InvalidArgumentError, match="closed"):
+        shared_tensors(venv)
+
+
+class _TextObsEnv(gym.Env):
+    observation_space = gym.spaces.Text(5)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return "a", {}
+
+    def step(self, action):
+        return "b", 0.0, False, False, {}
+
+
+@pytest.mark.timeout(60)
+def test_what_has_no_shared_block_is_refused_by_name():
+    with pytest.raises(vecenv.InvalidArgumentError, match="got SyncVectorEnv"):
+        shared_tensors(gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")]))
+    with vecenv.ShmemVecEnv([_TextObsEnv], num_workers=0, pickled_leaves=True) as venv:
+        with pytest.raises(vecenv.InvalidArgumentError, match="pickled_leaves"):
+            shared_tensors(venv)
+
+
+@pytest.mark.timeout(60)
+def test_without_torch_the_error_says_what_to_install():
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import vecenv\nfrom vecenv.envs import NoopEnv\nfrom vecenv.tensors import shared_tensors\n"
+        "venv = vecenv.ShmemVecEnv([NoopEnv], num_workers=0)\n"
+        "try:\n    shared_tensors(venv)\n"
+        "except ModuleNotFoundError as e:\n    print(e)\n"
+        "finally:\n    venv.close()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=50
+    )
+    assert out.returncode == 0, out.stderr
+    assert "pip install torch" in out.stdout
