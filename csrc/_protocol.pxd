@@ -68,6 +68,7 @@ cdef enum:
     SLOT_TX_BLOCKED = 5
     SLOT_ENV = 8
     SLOT_ACTIVITY = 9
+    SLOT_BUSY_NS = 10  # u64 over words 10-11
 
 # What ParentStep's calls return instead of a result.
 cdef enum ParentCode:

@@ -50,6 +50,11 @@ def test_the_header_and_slots_fit_the_region():
         _protocol.SlotWord
     )
     assert _core.control_nbytes(1, 1) == region.HEADER_BYTES + region.SLOT_BYTES + 4 * region.ALIGN
+    # BUSY_NS is a u64 over two words: 8-byte aligned in every slot, the next
+    # word free, both inside the slot.
+    busy = _protocol.SlotWord.BUSY_NS
+    assert (region.HEADER_BYTES + 4 * busy) % 8 == 0 and region.SLOT_BYTES % 8 == 0
+    assert busy + 1 not in set(_protocol.SlotWord) and 4 * (busy + 2) <= region.SLOT_BYTES
 
 
 @pytest.mark.timeout(10)

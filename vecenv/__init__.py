@@ -15,6 +15,7 @@ except ImportError as _exc:  # pragma: no cover - only without a build
     raise _err from _err.__cause__
 
 from vecenv._options import EngineOptions
+from vecenv._stats import Stats
 from vecenv._version import __version__
 from vecenv.base import VecEnv, tile_images
 from vecenv.errors import (
@@ -53,6 +54,7 @@ __all__ = [
     "ShmemVecEnv",
     "SpaceError",
     "StateError",
+    "Stats",
     "VecEnv",
     "VecEnvError",
     "VecEnvTimeoutError",

@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from gymnasium import spaces
 
-from vecenv import _core, _layout, _shm
+from vecenv import _core, _layout, _shm, _stats
 from vecenv import _protocol as msgs
 from vecenv._calls import unpicklable_error
 from vecenv._channel import ChannelDead
@@ -117,6 +117,7 @@ class Collector:
         self.act_bufs, self.obs_bufs = acts, obs
         self.rew, self.term, self.trunc = rew, term, trunc
         self.final_bufs = layout.final_views(block)  # "sb3" autoreset: last observations
+        self.busy_ns: Any = _stats.busy_view(block, 0, pool.num_workers)  # workers' BUSY_NS
         arrays = ctrl.arrays()
         self.status = arrays[1]
         self.tickets = arrays[3]  # a round message carries its env's ticket
@@ -180,6 +181,7 @@ class Collector:
         """At close, before the block is unmapped: drop every view of it."""
         self.obs_bufs, self.act_bufs, self.gather_out, self.obs_rows = [], [], [], []
         self.final_bufs = []
+        self.busy_ns = None
         self.rew = self.term = self.trunc = self.status = self.tickets = None
         self.ctrl = None
         self.fast = None

@@ -179,6 +179,10 @@ class SlotWord(enum.IntEnum):
     TX_BLOCKED = 5  # 1 while the worker waits for room on its pipe
     ENV = 8  # the env the worker is inside, plus 1 (0: between env calls)
     ACTIVITY = 9  # what that env is doing (an Activity)
+    # u64 over words 10 and 11 (8-byte aligned): nanoseconds the worker spent
+    # in rounds (its envs' steps and resets, their copies, the publish). Only
+    # the worker writes it, after each round; the parent reads it for stats().
+    BUSY_NS = 10
 
 
 class ParentCode(enum.IntEnum):

@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from vecenv import _core
+from vecenv import _core, _stats
 from vecenv._collect import SLICE_S, Collector, Recovery
 from vecenv._protocol import Op
 from vecenv.base import check_env_ids
@@ -62,6 +62,65 @@ class Steps:
         self.exact_actions = fast is not None and fast.exact_actions and not check_actions
         self.spin = collector.spin
         self.sent = False
+        self.clock = _stats.Clock()  # the verbs' time and the caller's (stats())
+
+    # ------------------------------------------------------------ timed verbs
+    # Each verb is timed by the clock (stats()); the work is in the _-methods.
+    def start(self, actions) -> None:
+        """``step_async``: write the actions and dispatch every env's step."""
+        t0 = self.clock.enter()
+        try:
+            self._start(actions)
+        finally:
+            self.clock.leave(t0, 0)
+
+    def step(self, actions, wait_timeout: Optional[float]):
+        """``step``: :meth:`start` and :meth:`finish` in one call."""
+        t0 = self.clock.enter()
+        try:
+            result = self._step(actions, wait_timeout)
+        except BaseException:
+            self.clock.leave(t0, 0)
+            raise
+        self.clock.leave(t0, self.num_envs)
+        return result
+
+    def finish(self, wait_timeout: Optional[float]):
+        """``step_wait``: wait for every env, collect, the batch."""
+        t0 = self.clock.enter()
+        try:
+            result = self._finish(wait_timeout)
+        except BaseException:
+            self.clock.leave(t0, 0)
+            raise
+        self.clock.leave(t0, self.num_envs)
+        return result
+
+    def send(self, actions, env_ids) -> None:
+        """``send`` (see :meth:`_send`)."""
+        t0 = self.clock.enter()
+        try:
+            self._send(actions, env_ids)
+        finally:
+            self.clock.leave(t0, 0)
+
+    def recv(self, wait_timeout: Optional[float]):
+        """``recv`` (see :meth:`_recv`)."""
+        t0 = self.clock.enter()
+        try:
+            result = self._recv(wait_timeout)
+        except BaseException:
+            self.clock.leave(t0, 0)
+            raise
+        self.clock.leave(t0, 0 if result is None else len(result[0][4]))
+        return result
+
+    def stats(self) -> _stats.Stats:
+        """Where the time went (:class:`vecenv.Stats`)."""
+        busy = self.col.busy_ns
+        return self.clock.stats(
+            [] if busy is None else busy.tolist(), bool(self.col.pool.in_process)
+        )
 
     def release(self) -> None:
         """At close: drop the compiled step (it holds views of the block)."""
@@ -83,7 +142,7 @@ class Steps:
         return not self.sent and not col.actions_posted and not col.pool.broken_workers()
 
     # ------------------------------------------------------------ lockstep
-    def start(self, actions) -> None:
+    def _start(self, actions) -> None:
         """``step_async``: write the actions and dispatch every env's step."""
         self.sent = True  # put_actions counts its posts from 0 (actions_posted)
         fast = self.fast
@@ -94,12 +153,12 @@ class Steps:
         self.sent = True
         self.col.ctrl.dispatch_all(_OP_STEP)
 
-    def step(self, actions, wait_timeout: Optional[float]):
+    def _step(self, actions, wait_timeout: Optional[float]):
         """``step``: :meth:`start` and :meth:`finish` in one call."""
         fast = self.fast
         # The choice of :meth:`compiled`, inlined: this is the hot path.
         if fast is None or wait_timeout is not None or self.recovery.restarted:
-            self.start(actions)
+            self._start(actions)
             return self._finish_fallback(wait_timeout)
         col = self.col
         if self.exact_actions:
@@ -117,7 +176,7 @@ class Steps:
             r = fast.step(None, self.spin, SLICE_S, col.reset_infos, col.next_check)
         return self._result(r)
 
-    def finish(self, wait_timeout: Optional[float]):
+    def _finish(self, wait_timeout: Optional[float]):
         """``step_wait``: wait for every env, collect, the batch."""
         fast = self.compiled(wait_timeout)
         if fast is None:
@@ -154,7 +213,7 @@ class Steps:
         return col.obs_batch(), col.rew.copy(), col.term | col.trunc, infos
 
     # ------------------------------------------------------------ partial batches
-    def send(self, actions, env_ids) -> None:
+    def _send(self, actions, env_ids) -> None:
         """``send``: write the actions of ``env_ids`` and dispatch their steps.
 
         Raises
@@ -179,7 +238,7 @@ class Steps:
         self.sent = True
         col.ctrl.dispatch(ids, _OP_STEP)
 
-    def recv(self, wait_timeout: Optional[float]):
+    def _recv(self, wait_timeout: Optional[float]):
         """``recv``: the first ``batch_size`` envs that finished, and whether
         envs are still in flight; None when fewer than ``batch_size`` are in
         flight (nothing was done)."""
@@ -233,6 +292,7 @@ class Steps:
         vec env needed a reset (actions an interrupted post left with
         workers that a subset reset does not reach are dropped)."""
         col, pool, recovery = self.col, self.col.pool, self.recovery
+        self.clock.pause()  # the time until the next step is not the caller's
         recovery.reset_restarts = set()  # a worker may be restarted once per reset
         try:
             for w in pool.broken_workers():  # a new pipe and a new worker: exact

@@ -58,6 +58,7 @@ from vecenv._engine import EngineVecEnv, State
 from vecenv._inprocess import InprocPool
 from vecenv._options import ENGINE_OPTIONS, EngineOptions, check_env_fns
 from vecenv._pool import WorkerPool, _Resources, _shutdown, check_affinity
+from vecenv._stats import Stats
 from vecenv._step import Steps
 from vecenv.base import Indices, check_batch_size
 from vecenv.errors import (
@@ -130,15 +131,11 @@ class ShmemVecEnv(EngineVecEnv):
         workers are killed and :meth:`reset` starts them again. To wait less
         without killing anything, see :meth:`limit_waits`.
     start_timeout : float
-        Seconds to wait for all workers to build their envs (default 60:
-        workers start in parallel in 2 ms (fork) to 0.2 s plus imports, and
-        a minute covers heavy factories such as Atari ROMs, MuJoCo models or
-        torch) while a worker that will never start (a
-        factory that waits forever, a lock held by another thread at fork)
-        is reported before a user gives up on a silent program. Past 10 s,
-        progress is logged (logger ``"vecenv"``, level WARNING) every 10 s.
-        The error names every worker that did not start, the env factory it
-        is inside, the start method and the likely fix.
+        Seconds to wait for all workers to build their envs (default 60: enough
+        for Atari ROMs, MuJoCo models or torch; a factory that never returns is
+        reported, naming each worker, its factory, the start method and the
+        likely fix). Past 10 s, progress is logged (logger ``"vecenv"``,
+        WARNING) every 10 s.
     spin : float, optional
         Seconds a waiting process polls before sleeping on a futex. The poll
         yields the CPU (``sched_yield``) after a few microseconds, so it never
@@ -359,6 +356,10 @@ class ShmemVecEnv(EngineVecEnv):
     def restart_count(self) -> int:
         """Automatic restarts so far (``on_worker_death="restart"``)."""
         return self._recovery.restart_count
+
+    def stats(self) -> Stats:
+        """Where the time went: caller, step, workers; verdict (:class:`~vecenv.Stats`)."""
+        return self._steps.stats()
 
     def allow_steps_before_reset(self) -> None:
         """Let the first step_async come before any reset (the envs then step

@@ -1,0 +1,105 @@
+"""ShmemVecEnv.stats() (vecenv._stats): where the time goes, and the verdict,
+for a deliberately slow env, a deliberately slow caller, and partial batches."""
+
+import functools
+import time
+
+import numpy as np
+import pytest
+
+import vecenv
+from vecenv.envs import NoopEnv, SleepEnv
+
+STEP_S = 5e-3  # the slow env's step: busy work for this long (wall clock)
+
+
+def _slow_env(e):
+    return SleepEnv(e, fast_s=STEP_S, slow_prob=0.0, episode_length=10**6)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_a_slow_env_reads_env_bound_with_its_time_in_the_workers(num_workers):
+    n, steps = 4, 10
+    with vecenv.ShmemVecEnv(
+        [functools.partial(_slow_env, e) for e in range(n)], num_workers=num_workers
+    ) as venv:
+        venv.reset()
+        for _ in range(steps):
+            venv.step(np.zeros(n, np.int64))
+        s = venv.stats()
+    assert s.batches == steps and s.env_steps == steps * n
+    assert len(s.worker_busy_s) == max(num_workers, 1)
+    per_worker = n // max(num_workers, 1)
+    for busy in s.worker_busy_s:
+        # Each worker stepped its envs `steps` times (resets add a little).
+        assert busy >= 0.95 * steps * per_worker * STEP_S
+    assert s.in_call_s >= steps * per_worker * STEP_S * 0.95
+    assert s.verdict == "env-bound", s
+    assert "env" in s.advice and str(s).startswith("env-bound")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_slow_caller_reads_policy_bound(num_workers):
+    n, steps, policy_s = 4, 10, 20e-3
+    with vecenv.ShmemVecEnv([NoopEnv] * n, num_workers=num_workers) as venv:
+        venv.reset()
+        time.sleep(0.05)  # after a reset: not the caller's time between steps
+        for _ in range(steps):
+            venv.step(np.zeros(n, np.int64))
+            time.sleep(policy_s)  # the "policy"
+        s = venv.stats()
+    # steps - 1 gaps between steps are counted (the last one has no next call).
+    assert (steps - 1) * policy_s <= s.caller_s < (steps - 1) * policy_s + 0.05 + 0.5
+    assert s.verdict == "policy-bound", s
+    assert "policy" in s.advice
+
+
+@pytest.mark.timeout(60)
+def test_step_async_and_wait_and_partial_batches_are_counted_by_batch():
+    with vecenv.ShmemVecEnv([NoopEnv] * 4, num_workers=2) as venv:
+        venv.reset()
+        venv.step_async(np.zeros(4, np.int64))
+        venv.step_wait()
+        s = venv.stats()
+        assert (s.batches, s.env_steps) == (1, 4)
+    with vecenv.ShmemVecEnv([NoopEnv] * 4, num_workers=2, batch_size=2) as venv:
+        venv.reset()
+        for _ in range(5):
+            *_, env_ids = venv.recv()
+            venv.send(np.zeros(2, np.int64), env_ids)
+        s = venv.stats()
+        assert (s.batches, s.env_steps) == (5, 10)
+
+
+@pytest.mark.timeout(60)
+def test_before_any_step_the_stats_say_so():
+    with vecenv.ShmemVecEnv([NoopEnv] * 2, num_workers=1) as venv:
+        venv.reset()
+        s = venv.stats()
+    assert s.batches == 0 and s.verdict == "no steps yet" and str(s) == "no steps yet"
+
+
+@pytest.mark.parametrize(
+    "caller, in_call, busy, in_process, verdict",
+    [
+        (1.0, 0.5, (0.45, 0.4), False, "policy-bound"),
+        (0.1, 1.0, (0.9, 0.8), False, "env-bound"),
+        (0.1, 1.0, (0.3, 0.2), False, "overhead-bound"),
+        (1.0, 0.5, (0.45,), True, "policy-bound"),
+        (0.1, 1.0, (0.9,), True, "env-bound"),
+        (0.1, 1.0, (0.3,), True, "overhead-bound"),
+    ],
+)
+def test_the_verdict_follows_the_shares_of_time(caller, in_call, busy, in_process, verdict):
+    s = vecenv.Stats(
+        batches=10,
+        env_steps=40,
+        caller_s=caller,
+        in_call_s=in_call,
+        worker_busy_s=busy,
+        in_process=in_process,
+    )
+    assert s.verdict == verdict
+    assert s.advice and verdict in str(s)

@@ -1,0 +1,180 @@
+"""Where a vec env's time goes: the counters behind ``ShmemVecEnv.stats()``.
+
+Runs in both processes. A worker adds the nanoseconds of each of its rounds
+(its envs' steps and resets, their copies into the block, the publish) to its
+slot's ``SlotWord.BUSY_NS`` word (:func:`busy_view`), which only it writes; the
+parent's :class:`Clock` times its own step verbs and the caller's time between
+them. Nothing is sent for either: the parent reads the workers' words when
+:meth:`Clock.stats` is called.
+
+Costs per step: two ``time.perf_counter_ns`` calls and a few additions in the
+parent, the same per round in each worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Sequence, Tuple
+
+import numpy as np
+
+from vecenv._protocol import Region, SlotWord
+
+_now = time.perf_counter_ns
+
+
+def busy_view(block, first: int, count: int) -> np.ndarray:
+    """The ``BUSY_NS`` words of ``count`` worker slots from worker ``first``:
+    a uint64 view of ``block`` (the shared block; the control region is at
+    byte 0), shape (count,), one slot apart. A view: drop it before the block
+    is unmapped."""
+    offset = Region.HEADER_BYTES + Region.SLOT_BYTES * first + 4 * SlotWord.BUSY_NS
+    return np.ndarray(
+        (count,), np.uint64, buffer=block, offset=offset, strides=(Region.SLOT_BYTES,)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """Where a vec env's time went since it was built or :meth:`Clock.clear`.
+
+    Attributes
+    ----------
+    batches : int
+        Batches returned (``step``/``step_wait``, and ``recv`` with partial batches).
+    env_steps : int
+        Env-steps in those batches.
+    caller_s : float
+        Seconds the caller spent between the vec env's step calls (its policy,
+        its learner, its logging): the time from one call's return to the next
+        call. Time after a ``reset`` is not counted until the first step.
+    in_call_s : float
+        Seconds spent inside the step calls: waiting for the workers, plus the
+        parent's own work (actions, dispatch, collecting, copies).
+    worker_busy_s : tuple of float
+        Per worker, seconds spent in its envs' steps and resets (with their
+        copies into shared memory); with ``num_workers=0`` one entry, the
+        envs stepped inside the calls. Resets count from construction on.
+    in_process : bool
+        The envs run in the calling process (``num_workers=0``).
+    """
+
+    batches: int
+    env_steps: int
+    caller_s: float
+    in_call_s: float
+    worker_busy_s: Tuple[float, ...]
+    in_process: bool
+
+    @property
+    def verdict(self) -> str:
+        """``"env-bound"``, ``"policy-bound"``, ``"overhead-bound"``, or
+        ``"no steps yet"``.
+
+        - policy-bound: the caller's time between calls is the larger share
+          (in process: the caller's time exceeds the envs' own);
+        - env-bound: the time inside the calls is mostly the busiest
+          worker's env time (at least 70 %);
+        - overhead-bound: otherwise, the waits and the parent's own work
+          exceed what the workers did: wake-ups, copies, too many workers.
+        """
+        if self.batches == 0:
+            return "no steps yet"
+        busiest = max(self.worker_busy_s, default=0.0)
+        if self.in_process:
+            if self.caller_s > busiest:
+                return "policy-bound"
+            return "env-bound" if busiest >= 0.7 * self.in_call_s else "overhead-bound"
+        if self.caller_s > self.in_call_s:
+            return "policy-bound"
+        return "env-bound" if busiest >= 0.7 * self.in_call_s else "overhead-bound"
+
+    @property
+    def advice(self) -> str:
+        """What layout change would help, for :attr:`verdict`."""
+        verdict = self.verdict
+        if verdict == "policy-bound":
+            if self.in_process:
+                return "the policy dominates; envs in workers would overlap it only with partial batches"
+            return (
+                "the workers wait for the policy: overlap them with partial batches "
+                "(batch_size=num_envs // 2, send/recv), or speed up the policy"
+            )
+        if verdict == "env-bound":
+            if self.in_process:
+                return "the envs dominate: worker processes (num_workers=2 or more) run them in parallel"
+            return "the envs dominate: more workers, up to the free cores, if cores are idle"
+        if verdict == "overhead-bound":
+            if self.in_process:
+                return "the parent's own work dominates: check_actions/copy=False may help"
+            return (
+                "waking workers and copying cost more than the envs: fewer workers, "
+                "or num_workers=0 for envs that step in microseconds"
+            )
+        return "step the vec env, then ask again"
+
+    def __str__(self) -> str:
+        if self.batches == 0:
+            return "no steps yet"
+        per = 1e6 / self.batches
+        busy = "/".join(f"{b * per:.0f}" for b in self.worker_busy_s)
+        return (
+            f"{self.verdict}: per batch, caller {self.caller_s * per:.0f} us, in the step "
+            f"{self.in_call_s * per:.0f} us, worker env time {busy} us "
+            f"({self.batches} batches, {self.env_steps} env-steps); {self.advice}"
+        )
+
+
+class Clock:
+    """The parent's timing of its step verbs (a part held by ``Steps``).
+
+    :meth:`enter` at the start of every step verb (``step``, ``step_async``,
+    ``step_wait``, ``send``, ``recv``), :meth:`leave` at its return: the time
+    from one return to the next entry is the caller's.
+    """
+
+    __slots__ = ("batches", "busy_base", "caller_ns", "env_steps", "in_call_ns", "left")
+
+    def __init__(self) -> None:
+        self.busy_base: Sequence[int] = ()
+        self.clear(())
+
+    def clear(self, busy_now: Sequence[int]) -> None:
+        """Start counting afresh; ``busy_now``: the workers' words now."""
+        self.batches = self.env_steps = self.caller_ns = self.in_call_ns = 0
+        self.left = 0  # perf_counter_ns of the last return (0: none to count from)
+        self.busy_base = [int(b) for b in busy_now]
+
+    def enter(self) -> int:
+        now = _now()
+        if self.left:
+            self.caller_ns += now - self.left
+        return now
+
+    def leave(self, entered: int, env_steps: int) -> None:
+        """A verb entered at ``entered`` returns; ``env_steps``: the env-steps
+        of the batch it returns (0 for ``step_async``/``send``)."""
+        self.left = now = _now()
+        self.in_call_ns += now - entered
+        if env_steps:
+            self.batches += 1
+            self.env_steps += env_steps
+
+    def pause(self) -> None:
+        """A reset or a call: the time until the next step is not the caller's."""
+        self.left = 0
+
+    def stats(self, busy_now: Sequence[int], in_process: bool) -> Stats:
+        base = self.busy_base
+        busy = tuple(
+            (int(b) - (base[w] if w < len(base) else 0)) / 1e9 for w, b in enumerate(busy_now)
+        )
+        return Stats(
+            batches=self.batches,
+            env_steps=self.env_steps,
+            caller_s=self.caller_ns / 1e9,
+            in_call_s=self.in_call_ns / 1e9,
+            worker_busy_s=busy,
+            in_process=in_process,
+        )
