@@ -37,10 +37,15 @@ def test_cli_measures_every_layout_and_peer_and_recommends(tmp_path):
     report = json.loads(out.read_text())
     layouts = bench.layout_candidates(4, report["usable_cores"])
     names = [x["name"] for x in report["results"]]
-    assert names == ["vecenv"] * len(layouts) + ["gym_sync", "gym_async"]
-    assert [x["options"].get("num_workers") for x in report["results"][: len(layouts)]] == layouts
+    # Every mode: in process, each layout, auto, partial batches; then the peers.
+    assert names == ["vecenv"] * (len(layouts) + 3) + ["gym_sync", "gym_async"]
+    options = [x["options"] for x in report["results"][: len(layouts) + 3]]
+    assert [o["num_workers"] for o in options] == [0, *layouts, "auto", layouts[-1]]
+    assert options[-1]["batch_size"] == 2
     for x in report["results"]:
         assert x["error"] is None and x["env_steps_per_s"] > 0, x
+        # vecenv's where-the-time-went, from venv.stats(), for each of its modes.
+        assert (x["stats"] is not None) == (x["name"] == "vecenv"), x
     # A progress line per contender, as it finishes, then the conclusion.
     progress = [ln for ln in r.stdout.splitlines() if ln.startswith("[")]
     assert len(progress) == len(names)
@@ -48,6 +53,7 @@ def test_cli_measures_every_layout_and_peer_and_recommends(tmp_path):
     tail = r.stdout.split("On this machine", 1)[1]
     assert "fastest: " in tail and "vecenv: use num_workers=" in tail
     assert "vecenv.make('vecenv/Noop-v0', 4, num_workers=" in tail
+    assert "where its time went: " in tail
     assert "gymnasium SyncVectorEnv (in-process) is" in tail
     assert report["recommendation"][0].startswith("fastest: ")
 
@@ -141,20 +147,21 @@ def _results(vec, sync, gasync=10.0):
     ]
 
 
-def test_recommend_names_the_layout_and_when_in_process_is_as_fast():
-    lines = bench.recommend(_results((100.0, 200.0), 50.0), lambda w: f"make(num_workers={w})")
+def test_recommend_names_the_mode_its_verdict_and_when_in_process_is_as_fast():
+    results = _results((100.0, 200.0), 50.0)
+    results[1].stats = "env-bound: per batch, ..."
+    lines = bench.recommend(results, lambda o: f"make(num_workers={o['num_workers']})")
     assert lines[0] == "fastest: vecenv num_workers=2 (2 envs each), 200 env-steps/s"
-    assert "use num_workers=2 (2 envs per worker)" in lines[1] and "20.0x" in lines[1]
+    assert "use num_workers=2 (2 envs each): 200 env-steps/s" in lines[1] and "20.0x" in lines[1]
     assert lines[2] == "  make(num_workers=2)"
-    assert "is slower here (0.25x" in lines[3]
+    assert lines[3] == "  where its time went: env-bound: per batch, ..."
+    assert "is slower here (0.25x" in lines[4]
     lines = bench.recommend(_results((100.0, 90.0), 97.0))
     assert lines[0].startswith("fastest: vecenv num_workers=1")
-    assert any(
-        "as fast or faster here (0.97x vecenv's best): worker processes gain" in ln for ln in lines
-    )
+    assert any("as fast or faster here (0.97x vecenv's best)" in ln for ln in lines)
     lines = bench.recommend(_results((100.0, 90.0), 300.0))
     assert lines[0].startswith("fastest: gymnasium SyncVectorEnv")
-    assert any("(3.00x vecenv's best): this env steps too cheaply" in ln for ln in lines)
+    assert any("(3.00x vecenv's best): the env steps too cheaply" in ln for ln in lines)
     failed = [bench.Result("vecenv", "x", {"num_workers": 1}, None, error="boom")]
     assert bench.recommend(failed) == ["nothing could be measured: see the errors above"]
 
@@ -165,3 +172,57 @@ def test_console_script_is_installed():
         pytest.skip(f"no {script}: vecenv not installed by pip into this interpreter's prefix")
     r = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "ENV" in r.stdout
+
+
+@pytest.mark.timeout(160)
+def test_cli_times_the_policy_in_the_loop_and_reads_policy_bound(tmp_path):
+    (tmp_path / "my_policy.py").write_text(
+        textwrap.dedent(
+            """
+            import time
+
+            def forward(obs):
+                assert obs.shape[1:] == (4,)  # CartPole observations reach the policy
+                time.sleep(0.004)
+            """
+        )
+    )
+    out = tmp_path / "cp.json"
+    r = _cli(
+        "CartPole-v1",
+        "--num-envs",
+        "4",
+        "--contenders",
+        "vecenv",
+        "--policy",
+        "my_policy.py:forward",
+        "--json",
+        str(out),
+        *QUICK,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "with my_policy.py:forward in the loop" in r.stdout
+    report = json.loads(out.read_text())
+    lockstep = [x for x in report["results"] if "batch_size" not in x["options"]]
+    for x in lockstep:
+        # 4 ms of policy per batch of 4: at most 1k env-steps/s, and policy-bound.
+        assert 0 < x["env_steps_per_s"] <= 1000, x
+        assert x["stats"].startswith("policy-bound"), x
+
+
+def test_busy_policy_spends_its_time():
+    import time
+
+    policy = bench.busy_policy(2000)
+    t0 = time.perf_counter()
+    policy(None)
+    assert time.perf_counter() - t0 >= 0.002
+
+
+@pytest.mark.timeout(60)
+def test_cli_refuses_a_policy_that_is_not_module_function(tmp_path):
+    r = _cli("CartPole-v1", "--policy", "nope", cwd=tmp_path, timeout=50)
+    assert r.returncode == 2 and "--policy 'nope' is not module:function" in r.stderr
+    r = _cli("CartPole-v1", "--policy-us", "-1", cwd=tmp_path, timeout=50)
+    assert r.returncode == 2 and "--policy-us must be >= 0" in r.stderr

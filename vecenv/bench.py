@@ -3,6 +3,7 @@
 Runs in the parent process (the contenders start their own workers). Usage::
 
     python -m vecenv.bench CartPole-v1 --num-envs 16
+    python -m vecenv.bench CartPole-v1 --num-envs 16 --policy-us 400   # policy in the loop
     python -m vecenv.bench mypackage.envs:make_env --num-envs 32   # a factory
     python -m vecenv.bench ./my_env.py:MyEnv --num-envs 8 --env-kwargs '{"level": 3}'
     vecenv-bench ALE/Pong-v5 --num-envs 16 --json pong.json        # the console script
@@ -12,12 +13,19 @@ imports the module that registers ``Id``), or ``module:factory`` /
 ``path/to/file.py:factory`` naming a callable that returns one env (a
 ``gymnasium.Env`` class works). Each contender is measured in turn, briefly
 (``--seconds`` each after ``--warmup``, about a second with its start-up):
-:class:`~vecenv.ShmemVecEnv` with each worker layout of
-:func:`layout_candidates` (``num_workers`` from 1 to the usable cores, the
-envs spread evenly: ``envs_per_worker`` = ``ceil(num_envs / num_workers)``),
-gymnasium's in-process ``SyncVectorEnv``
-and its ``AsyncVectorEnv`` (one process per env). It prints a line per
-contender, then the recommendation for this machine.
+:class:`~vecenv.ShmemVecEnv` in process (``num_workers=0``), with each worker
+layout of :func:`layout_candidates` (``num_workers`` from 1 to the usable
+cores, the envs spread evenly: ``envs_per_worker`` = ``ceil(num_envs /
+num_workers)``), with ``num_workers="auto"`` and with partial batches of half
+the envs (``send``/``recv``); gymnasium's in-process ``SyncVectorEnv`` and its
+``AsyncVectorEnv`` (one process per env). It prints a line per contender, then
+the recommendation for this machine, with where vecenv's time went
+(:meth:`vecenv.ShmemVecEnv.stats`).
+
+Training runs a policy between steps, and the best layout for the env alone
+is not the best in the loop: ``--policy-us 500`` spends 500 us of CPU per
+batch between steps (what your policy's forward takes), ``--policy
+my_policy.py:forward`` calls your own function on each batch's observations.
 
 The functions :func:`compare`, :func:`layout_candidates` and
 :func:`recommend` are the same measurement for use from Python.
@@ -27,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import importlib
 import importlib.util
 import json
@@ -43,7 +50,7 @@ import numpy as np
 from vecenv._autolayout import workers_to_time
 from vecenv._cpus import usable_cpus
 
-__all__ = ["Result", "compare", "layout_candidates", "main", "recommend"]
+__all__ = ["Result", "busy_policy", "compare", "layout_candidates", "main", "recommend"]
 
 ACTION_POOL = 64  # pre-sampled action batches, used in turn
 GYM_SYNC, GYM_ASYNC = "gym_sync", "gym_async"
@@ -112,14 +119,17 @@ class EnvFactory:
             importlib.import_module("vecenv.envs")
         return gymnasium.make(env_id, **self.kwargs)
 
-    def code(self, num_envs: int, num_workers: int) -> str:
-        """The line of Python that builds this layout."""
+    def code(self, num_envs: int, num_workers: Any, batch_size: Optional[int] = None) -> str:
+        """The line of Python that builds this layout (``batch_size``: partial batches)."""
         kw = "".join(f", {k}={v!r}" for k, v in self.kwargs.items())
+        mode = f"num_workers={num_workers!r}"
+        if batch_size is not None:
+            mode += f", batch_size={batch_size}"
         if self._factory is None:
-            return f"vecenv.make({self.env!r}, {num_envs}{kw}, num_workers={num_workers})"
+            return f"vecenv.make({self.env!r}, {num_envs}{kw}, {mode})"
         name = getattr(self._factory, "__name__", "make_env")
         fn = f"functools.partial({name}{kw})" if kw else name
-        return f"vecenv.ShmemVecEnv([{fn}] * {num_envs}, num_workers={num_workers})"
+        return f"vecenv.ShmemVecEnv([{fn}] * {num_envs}, {mode})"
 
     def __repr__(self) -> str:
         return f"EnvFactory({self.env!r}, {self.kwargs!r})"
@@ -165,6 +175,9 @@ class Result:
         Wall time it took, start-up and close included.
     error : str or None
         Why it failed (``"TypeName: message"``), or None.
+    stats : str or None
+        For vecenv, where the time went in the timed loop (``str`` of
+        :meth:`vecenv.ShmemVecEnv.stats`: the verdict, per-batch times, advice).
     """
 
     name: str
@@ -173,6 +186,7 @@ class Result:
     env_steps_per_s: Optional[float] = None
     seconds: float = 0.0
     error: Optional[str] = None
+    stats: Optional[str] = None
 
 
 def _sample_actions(space, num_envs: int, seed: int) -> List[np.ndarray]:
@@ -182,14 +196,38 @@ def _sample_actions(space, num_envs: int, seed: int) -> List[np.ndarray]:
     return list(arr)
 
 
-def _timed_steps(step: Callable[[Any], Any], actions, seconds: float, warmup: float) -> float:
-    """Env-steps/s of ``step(actions[i])`` over ``seconds`` after ``warmup`` seconds."""
+def busy_policy(microseconds: float) -> Callable[[Any], None]:
+    """A stand-in policy: burns ``microseconds`` of this process's CPU per batch
+    (as a forward pass does on the learner's core), whatever the observations."""
+    seconds = microseconds / 1e6
+
+    def policy(obs) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    return policy
+
+
+def _no_policy(obs) -> None:
+    return None
+
+
+def _timed_steps(
+    step: Callable[[Any], Any],
+    actions,
+    seconds: float,
+    warmup: float,
+    policy: Callable[[Any], Any] = _no_policy,
+) -> float:
+    """Env-steps/s of ``policy(step(actions[i])[0])`` over ``seconds`` after
+    ``warmup`` seconds: the policy's time is in the loop, as in training."""
     n = len(actions[0])
     perf = time.perf_counter
     end = perf() + warmup
     i = 0
     while True:
-        step(actions[i % ACTION_POOL])
+        policy(step(actions[i % ACTION_POOL])[0])
         i += 1
         if perf() >= end and i >= 3:
             break
@@ -197,7 +235,7 @@ def _timed_steps(step: Callable[[Any], Any], actions, seconds: float, warmup: fl
     t0 = perf()
     end = t0 + seconds
     while True:
-        step(actions[calls % ACTION_POOL])
+        policy(step(actions[calls % ACTION_POOL])[0])
         calls += 1
         t = perf()
         if t >= end:
@@ -205,14 +243,46 @@ def _timed_steps(step: Callable[[Any], Any], actions, seconds: float, warmup: fl
     return calls * n / (t - t0)
 
 
+def _timed_batches(venv, actions, seconds: float, warmup: float, policy) -> float:
+    """Env-steps/s of a partial-batch loop (``recv``, the policy, ``send``):
+    the policy runs on one batch while the other envs step."""
+    k = venv.batch_size
+    perf = time.perf_counter
+    venv.reset()
+    steps, t0, i = 0, perf(), 0
+    timing = False
+    while True:
+        obs, _, _, _, env_ids = venv.recv()
+        policy(obs)
+        venv.send(actions[i % ACTION_POOL][:k], env_ids)
+        i += 1
+        t = perf()
+        if not timing and t - t0 >= warmup and i >= 3:
+            timing, steps, t0 = True, 0, t
+        elif timing:
+            steps += k
+            if t - t0 >= seconds:
+                return steps / (t - t0)
+
+
 def _contenders(num_envs: int, cores: int, which: Sequence[str]):
-    """(name, label, options) in measuring order."""
-    out = []
+    """(name, label, options) in measuring order: vecenv in process, each
+    worker layout, ``num_workers="auto"``, partial batches of half the envs on
+    the most workers; then gymnasium's Sync and Async."""
+    out: List[Any] = []
     if "vecenv" in which:
-        for w in layout_candidates(num_envs, cores):
+        out.append(("vecenv", "vecenv num_workers=0 (in process)", {"num_workers": 0}))
+        layouts = layout_candidates(num_envs, cores)
+        for w in layouts:
             per = math.ceil(num_envs / w)
             label = f"vecenv num_workers={w} ({per} env{'s' if per > 1 else ''} each)"
             out.append(("vecenv", label, {"num_workers": w, "envs_per_worker": per}))
+        out.append(("vecenv", 'vecenv num_workers="auto"', {"num_workers": "auto"}))
+        if num_envs >= 2:
+            w, half = layouts[-1], num_envs // 2
+            label = f"vecenv num_workers={w}, batch_size={half} (partial batches)"
+            opts = {"num_workers": w, "envs_per_worker": math.ceil(num_envs / w)}
+            out.append(("vecenv", label, {**opts, "batch_size": half}))
     if GYM_SYNC in which:
         out.append((GYM_SYNC, "gymnasium SyncVectorEnv (in-process)", {}))
     if GYM_ASYNC in which:
@@ -220,21 +290,26 @@ def _contenders(num_envs: int, cores: int, which: Sequence[str]):
     return out
 
 
-def _measure_one(name, options, env_fn, num_envs, actions, seconds, warmup, seed) -> float:
+def _measure_one(name, options, env_fn, num_envs, actions, seconds, warmup, seed, policy):
+    """``(env-steps/s, stats)`` of one contender; stats for vecenv only."""
     if name == "vecenv":
         from vecenv.shmem_vec_env import ShmemVecEnv
 
         with ShmemVecEnv([env_fn] * num_envs, **options) as venv:
             venv.seed(seed)
-            venv.reset()
-            return _timed_steps(venv.step, actions, seconds, warmup)
+            if venv.batch_size < num_envs:
+                rate = _timed_batches(venv, actions, seconds, warmup, policy)
+            else:
+                venv.reset()
+                rate = _timed_steps(venv.step, actions, seconds, warmup, policy)
+            return rate, str(venv.stats())
     from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
     cls = SyncVectorEnv if name == GYM_SYNC else AsyncVectorEnv
     venv = cls([env_fn] * num_envs)
     try:
         venv.reset(seed=seed)
-        return _timed_steps(venv.step, actions, seconds, warmup)
+        return _timed_steps(venv.step, actions, seconds, warmup, policy), None
     finally:
         venv.close()
 
@@ -249,8 +324,11 @@ def compare(
     cores: Optional[int] = None,
     seed: int = 0,
     progress: Optional[Callable[[int, int, Result], None]] = None,
+    policy: Optional[Callable[[Any], Any]] = None,
 ) -> List[Result]:
-    """Measure ``num_envs`` copies of ``env_fn`` with each contender in turn.
+    """Measure ``num_envs`` copies of ``env_fn`` with each contender in turn,
+    with ``policy`` (when given) called on each batch's observations between
+    steps, as a training loop calls its policy.
 
     Parameters
     ----------
@@ -261,14 +339,19 @@ def compare(
     seconds : float
         Timed seconds per contender (> 0), after ``warmup`` untimed seconds (>= 0).
     contenders : sequence of str
-        Any of ``"vecenv"`` (each layout of :func:`layout_candidates`),
-        ``"gym_sync"``, ``"gym_async"``.
+        Any of ``"vecenv"`` (in process, each layout of
+        :func:`layout_candidates`, ``num_workers="auto"``, and partial batches
+        of ``num_envs // 2`` on the most workers), ``"gym_sync"``, ``"gym_async"``.
     cores : int, optional
         Usable cores to plan layouts for (default: this process's affinity).
     seed : int
         Seeds the envs (env ``i`` gets ``seed + i``) and the sampled actions.
     progress : callable, optional
         Called as ``progress(done, total, result)`` after each contender.
+    policy : callable, optional
+        ``policy(observations)``, timed in the loop: the user's policy, or
+        :func:`busy_policy` for a known time per batch (default: none). With
+        partial batches it gets each ``recv``'s batch.
 
     Returns
     -------
@@ -298,8 +381,16 @@ def compare(
         t0 = time.perf_counter()
         res = Result(name, label, options)
         try:
-            res.env_steps_per_s = _measure_one(
-                name, options, env_fn, num_envs, actions, seconds, warmup, seed
+            res.env_steps_per_s, res.stats = _measure_one(
+                name,
+                options,
+                env_fn,
+                num_envs,
+                actions,
+                seconds,
+                warmup,
+                seed,
+                policy or _no_policy,
             )
         except Exception as exc:
             res.error = f"{type(exc).__name__}: {exc}"
@@ -326,13 +417,15 @@ def _rate(r: Result) -> float:
     return r.env_steps_per_s or 0.0
 
 
-def recommend(results: Sequence[Result], code: Optional[Callable[[int], str]] = None) -> List[str]:
+def recommend(
+    results: Sequence[Result], code: Optional[Callable[[Dict[str, Any]], str]] = None
+) -> List[str]:
     """The conclusion for this machine, as lines of text.
 
-    Names the fastest contender, the vecenv layout to use (with
-    ``code(num_workers)``, the line that builds it, when given), and whether
-    gymnasium's in-process SyncVectorEnv is as fast or faster (within 5%), in
-    which case the env is too cheap for worker processes to pay off here.
+    Names the fastest contender, the vecenv mode to use (with
+    ``code(options)``, the line that builds it, when given) and where its
+    time went (its verdict), and whether gymnasium's in-process
+    SyncVectorEnv is as fast or faster (within 5%).
     """
     ok = [r for r in results if r.env_steps_per_s]
     if not ok:
@@ -344,29 +437,20 @@ def recommend(results: Sequence[Result], code: Optional[Callable[[int], str]] = 
     lines = [f"fastest: {best.label}, {fmt_rate(best.env_steps_per_s)} env-steps/s"]
     if ours:
         v = max(ours, key=_rate)
-        w = v.options["num_workers"]
         vs = f", {_rate(v) / _rate(gasync):.1f}x gymnasium AsyncVectorEnv" if gasync else ""
-        lines.append(
-            f"vecenv: use num_workers={w} ({v.options['envs_per_worker']} envs per worker): "
-            f"{fmt_rate(v.env_steps_per_s)} env-steps/s{vs}"
-        )
+        mode = v.label[len("vecenv ") :] if v.label.startswith("vecenv ") else v.label
+        lines.append(f"vecenv: use {mode}: {fmt_rate(v.env_steps_per_s)} env-steps/s{vs}")
         if code is not None:
-            lines.append(f"  {code(w)}")
+            lines.append(f"  {code(v.options)}")
+        if v.stats:
+            lines.append(f"  where its time went: {v.stats}")
         if sync is not None:
             ratio = _rate(sync) / _rate(v)
             if ratio >= AS_FAST:
-                why = (
-                    "this env steps too cheaply for worker processes to pay off here"
-                    if ratio >= 2 - AS_FAST
-                    else "worker processes gain nothing here"
-                )
                 lines.append(
                     f"gymnasium SyncVectorEnv (in-process) is as fast or faster here "
-                    f"({ratio:.2f}x vecenv's best): {why};"
-                )
-                lines.append(
-                    "  use it, or vecenv if the learner should compute while the envs step "
-                    "(step_async, then step_wait)"
+                    f"({ratio:.2f}x vecenv's best): the env steps too cheaply for worker "
+                    "processes to pay off in this loop"
                 )
             else:
                 lines.append(
@@ -400,6 +484,19 @@ def _parse(argv) -> argparse.Namespace:
         default="vecenv,gym_sync,gym_async",
         help="comma-separated from vecenv, gym_sync, gym_async (default: all three)",
     )
+    p.add_argument(
+        "--policy-us",
+        type=float,
+        default=0.0,
+        help="your policy's time per batch in microseconds, spent (CPU) between steps as in "
+        "training (default 0: the env alone)",
+    )
+    p.add_argument(
+        "--policy",
+        metavar="FN",
+        help="module:function or path/to/file.py:function called on each batch's observations "
+        "between steps (your policy's forward), instead of --policy-us",
+    )
     p.add_argument("--env-kwargs", default="{}", help="JSON dict for gymnasium.make or the factory")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
@@ -408,6 +505,8 @@ def _parse(argv) -> argparse.Namespace:
         p.error("--num-envs must be >= 1")
     if args.seconds <= 0 or args.warmup < 0:
         p.error("--seconds must be > 0 and --warmup >= 0")
+    if args.policy_us < 0 or (args.policy and args.policy_us):
+        p.error("--policy-us must be >= 0, and not given with --policy")
     try:
         args.env_kwargs = json.loads(args.env_kwargs)
     except ValueError as exc:
@@ -443,6 +542,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f"vecenv.bench: cannot make {args.env!r}: {type(exc).__name__}: {exc}", file=sys.stderr
         )
         return 2
+    policy = busy_policy(args.policy_us) if args.policy_us else None
+    if args.policy:
+        module_name, _, attr = args.policy.rpartition(":")
+        try:
+            policy = getattr(_import(module_name), attr) if module_name else None
+        except Exception as exc:
+            policy = None
+            print(f"vecenv.bench: cannot import --policy {args.policy!r}: {exc}", file=sys.stderr)
+        if not callable(policy):
+            print(f"vecenv.bench: --policy {args.policy!r} is not module:function", file=sys.stderr)
+            return 2
     plan = _contenders(args.num_envs, cores, args.contenders)
     per = args.seconds + args.warmup
     # Each contender builds num_envs envs (in parallel on the cores, except
@@ -475,10 +585,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cores=cores,
         seed=args.seed,
         progress=progress,
+        policy=policy,
     )
     elapsed = time.perf_counter() - started
-    print(f"\nOn this machine ({cores} usable cores), {args.env} x{args.num_envs}:")
-    code = functools.partial(env_fn.code, args.num_envs)
+    in_loop = (
+        f", with {args.policy} in the loop"
+        if args.policy
+        else (f", with {args.policy_us:g} us of policy per batch" if args.policy_us else "")
+    )
+    print(f"\nOn this machine ({cores} usable cores), {args.env} x{args.num_envs}{in_loop}:")
+
+    def code(options: Dict[str, Any]) -> str:
+        return env_fn.code(args.num_envs, options["num_workers"], options.get("batch_size"))
+
     conclusion = recommend(results, code)
     for line in conclusion:
         print(f"  {line}")
@@ -493,6 +612,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     "usable_cores": cores,
                     "seconds": args.seconds,
                     "warmup": args.warmup,
+                    "policy_us": args.policy_us,
+                    "policy": args.policy,
                     "elapsed_s": elapsed,
                     "results": [dataclasses.asdict(r) for r in results],
                     "recommendation": conclusion,
