@@ -69,7 +69,7 @@ ready byte and the published counts say so.
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo
 from libc.errno cimport errno
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -101,6 +101,7 @@ cdef extern from "vecenv_sync.h" nogil:
     void ve_cpu_relax()
     void ve_spin_step(unsigned long iter)
     double ve_now()
+    uint64_t ve_now_ns()
     int ve_futex_wait(uint32_t* addr, uint32_t expected, double timeout_s)
     void ve_futex_wake(uint32_t* addr)
 

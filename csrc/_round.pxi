@@ -250,6 +250,7 @@ cdef class WorkerRound:
         """
         if self.loop is None:
             raise ValueError("the worker round is closed")
+        cdef uint64_t started = ve_now_ns()
         cdef Py_ssize_t n = len(ops), j = 0, i, k
         cdef int op
         cdef uint8_t st
@@ -298,6 +299,10 @@ cdef class WorkerRound:
             self.statuses[j] = st
         self.slot[P.SLOT_ENV] = 0
         self.slot[P.SLOT_ACTIVITY] = 0
+        # The round's time, before its publish: a parent that sees the envs
+        # published sees this round counted (SLOT_BUSY_NS: only this worker
+        # writes it; a u64, 8-byte aligned, read whole by the parent).
+        (<uint64_t*>&self.slot[P.SLOT_BUSY_NS])[0] += ve_now_ns() - started
         if infos is not None or errors is not None:
             self.py_publish(
                 [self.done[j] for j in range(n)],

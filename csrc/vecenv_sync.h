@@ -51,6 +51,13 @@ static inline void ve_spin_step(unsigned long iter) {
     }
 }
 
+/* CLOCK_MONOTONIC in integer nanoseconds (the workers' busy time, stats()). */
+static inline uint64_t ve_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static inline double ve_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -1,14 +1,14 @@
 """Where a vec env's time goes: the counters behind ``ShmemVecEnv.stats()``.
 
-Runs in both processes. A worker adds the nanoseconds of each of its rounds
-(its envs' steps and resets, their copies into the block, the publish) to its
-slot's ``SlotWord.BUSY_NS`` word (:func:`busy_view`), which only it writes; the
-parent's :class:`Clock` times its own step verbs and the caller's time between
-them. Nothing is sent for either: the parent reads the workers' words when
-:meth:`Clock.stats` is called.
+Runs in the parent. Each worker's compiled round (``csrc/_round.pxi``) adds
+the nanoseconds of its rounds (its envs' steps and resets, their copies into
+the block) to its slot's ``SlotWord.BUSY_NS`` word, which only it writes,
+before it publishes them; the parent's :class:`Clock` times its own step verbs
+and the caller's time between them. Nothing is sent for either: the parent
+reads the workers' words (:func:`busy_view`) when :meth:`Clock.stats` is called.
 
-Costs per step: two ``time.perf_counter_ns`` calls and a few additions in the
-parent, the same per round in each worker.
+Costs: two ``clock_gettime`` calls per round in each worker; two
+``time.perf_counter_ns`` calls and a few additions per step in the parent.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 from vecenv._protocol import Region, SlotWord
 
-_now = time.perf_counter_ns
+now_ns = time.perf_counter_ns
 
 
 def busy_view(block, first: int, count: int) -> np.ndarray:
@@ -147,7 +147,7 @@ class Clock:
         self.busy_base = [int(b) for b in busy_now]
 
     def enter(self) -> int:
-        now = _now()
+        now = now_ns()
         if self.left:
             self.caller_ns += now - self.left
         return now
@@ -155,7 +155,7 @@ class Clock:
     def leave(self, entered: int, env_steps: int) -> None:
         """A verb entered at ``entered`` returns; ``env_steps``: the env-steps
         of the batch it returns (0 for ``step_async``/``send``)."""
-        self.left = now = _now()
+        self.left = now = now_ns()
         self.in_call_ns += now - entered
         if env_steps:
             self.batches += 1

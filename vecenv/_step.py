@@ -37,6 +37,7 @@ import numpy as np
 from vecenv import _core, _stats
 from vecenv._collect import SLICE_S, Collector, Recovery
 from vecenv._protocol import Op
+from vecenv._stats import now_ns
 from vecenv.base import check_env_ids
 from vecenv.errors import InvalidArgumentError, PendingTimeoutError
 
@@ -76,13 +77,19 @@ class Steps:
 
     def step(self, actions, wait_timeout: Optional[float]):
         """``step``: :meth:`start` and :meth:`finish` in one call."""
-        t0 = self.clock.enter()
+        clock = self.clock  # Clock.enter and Clock.leave, inlined: the hot path
+        t0 = now_ns()
+        if clock.left:
+            clock.caller_ns += t0 - clock.left
         try:
             result = self._step(actions, wait_timeout)
         except BaseException:
-            self.clock.leave(t0, 0)
+            clock.leave(t0, 0)
             raise
-        self.clock.leave(t0, self.num_envs)
+        clock.left = t1 = now_ns()
+        clock.in_call_ns += t1 - t0
+        clock.batches += 1
+        clock.env_steps += self.num_envs
         return result
 
     def finish(self, wait_timeout: Optional[float]):

@@ -42,7 +42,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from vecenv import _core, _layout, _shm, _stats
+from vecenv import _core, _layout, _shm
 from vecenv import _protocol as msgs
 from vecenv._channel import WorkerChannel
 from vecenv._protocol import (
@@ -565,8 +565,6 @@ class _Loop:
         # error_payload) to them; it binds them here, so a subclass's
         # overrides (vecenv._inprocess.InprocLoop) are the ones it calls.
         self.round = _core.WorkerRound(self, error_payload, _unpack_reset)
-        # This worker's BUSY_NS word: ns spent in rounds (ShmemVecEnv.stats()).
-        self.busy: Optional[np.ndarray] = _stats.busy_view(block, spec.index, 1)
 
     def release(self):
         self.conn.bind(None, -1)  # the control region goes away below
@@ -574,7 +572,7 @@ class _Loop:
         self.writer = None
         self.final_writer = None
         self.read_action = None
-        self._views = self.busy = None
+        self._views = None
         self.rewards = self.terminated = self.truncated = None
         self.ctrl = None
         try:
@@ -618,12 +616,7 @@ class _Loop:
         ValueError
             After :meth:`release`, or an env that is not this worker's.
         """
-        t0 = _stats._now()
-        try:
-            self.round.run(ops)
-        finally:
-            if self.busy is not None:
-                self.busy[0] += _stats._now() - t0
+        self.round.run(ops)
 
     def _publish_round(
         self,
