@@ -34,7 +34,7 @@ from the parent.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -114,3 +114,93 @@ class EpisodeTracker:
             self.returns[k] = 0.0
             self.lengths[k] = 0
             self.starts[k] = now
+
+
+class EpisodeReport:
+    """Parent side: the finished episodes of a collected batch, as infos.
+
+    Parameters
+    ----------
+    finals : sequence of 3 numpy.ndarray
+        The block's views (``BlockLayout.episode_views``), shape (num_envs,):
+        returns float64, lengths int64, durations float64 (seconds).
+    """
+
+    def __init__(self, finals: Sequence[np.ndarray]):
+        self.returns, self.lengths, self.times = finals
+
+    def add(
+        self, ended: Any, positions: Any, infos: List[Dict[str, Any]], skip: Collection[int] = ()
+    ) -> None:
+        """Give each env ``ended[j]`` (its done flag is set in this batch;
+        its result is ``infos[positions[j]]``) ``{"r": return, "l": length,
+        "t": duration}`` (Python float, int, float rounded to 6 decimals, as
+        gymnasium rounds it) under ``"episode"``, as SB3's ``VecMonitor``
+        writes it (whose ``"t"`` the SB3 drop-in makes its own, see
+        :func:`monitor_times`). The envs in ``skip`` (restarted: their
+        episode died with their worker) get none."""
+        for i, pos in zip(ended, positions):
+            i = int(i)
+            if i in skip:
+                continue
+            infos[pos][EPISODE_KEY] = {
+                "r": float(self.returns[i]),
+                "l": int(self.lengths[i]),
+                "t": round(float(self.times[i]), 6),
+            }
+
+
+def monitor_times(infos: List[Dict[str, Any]], t_start: float) -> None:
+    """SB3's ``VecMonitor`` meaning of ``"t"``: the ``time.time()`` seconds
+    since ``t_start`` (when the vec env was built) at the step that reports
+    the episode, rounded to 6 decimals, for every info with an episode."""
+    now = None
+    for info in infos:
+        episode = info.get(EPISODE_KEY)
+        if episode is not None:
+            if now is None:
+                now = round(time.time() - t_start, 6)
+            episode["t"] = now
+
+
+def batch_episodes(
+    batch: Callable[[List[Dict[str, Any]]], Dict[str, Any]],
+    dones: np.ndarray,
+    infos: List[Dict[str, Any]],
+) -> Dict[str, Any]:
+    """``batch(infos)`` (the gymnasium drop-in's batching of per-env infos)
+    with each ended env's ``"episode"`` taken out of its info first and
+    added last, batched as gymnasium's vector ``RecordEpisodeStatistics``
+    adds it (see :func:`pop_batched`). ``dones``: bool, shape (num_envs,)."""
+    episodes = pop_batched(infos, dones)
+    out = batch(infos)
+    if episodes is not None:
+        out[EPISODE_KEY], out["_" + EPISODE_KEY] = episodes
+    return out
+
+
+def pop_batched(
+    infos: List[Dict[str, Any]], dones: np.ndarray
+) -> Optional[Tuple[Dict[str, np.ndarray], np.ndarray]]:
+    """Move the ``"episode"`` entries out of the per-env ``infos`` (envs
+    whose ``dones``, bool (num_envs,), is set) into gymnasium's batched form:
+    ``({"r": float64, "l": int, "t": float64}, mask)``, arrays of shape
+    (num_envs,), 0 where no episode ended, as the vector
+    ``RecordEpisodeStatistics`` writes ``infos["episode"]`` and
+    ``infos["_episode"]``. None when no episode ended."""
+    ended = np.flatnonzero(dones)
+    if not ended.size:
+        return None
+    n = len(infos)
+    r: np.ndarray = np.zeros(n, np.float64)
+    t: np.ndarray = np.zeros(n, np.float64)
+    lengths: np.ndarray = np.zeros(n, dtype=int)  # np.int_, as the wrapper's
+    mask: np.ndarray = np.zeros(n, dtype=bool)
+    for i in ended.tolist():
+        episode = infos[i].pop(EPISODE_KEY, None)
+        if episode is not None:
+            r[i], lengths[i], t[i] = episode["r"], episode["l"], episode["t"]
+            mask[i] = True
+    if not mask.any():
+        return None
+    return {"r": r, "l": lengths, "t": t}, mask
