@@ -58,9 +58,10 @@ cdef class ParentStep:
         this are busy (0: always): a spinning parent would take a core from
         a worker that is stepping its envs.
     ends_in_python : bool
-        True: every env whose episode ended is left to the caller's Python
-        part (``ended`` counts them, terminal observations included), which
-        adds what only it knows (the episode statistics). Default False.
+        True: ``ended`` counts every env whose episode ended, for the
+        caller's Python part, which adds what only it knows (the episode
+        statistics); terminal observations are still added here when no env
+        is flagged. Default False.
 
     Raises
     ------
@@ -327,11 +328,11 @@ cdef class ParentStep:
                 ended += d[i]
         rew = cnp.PyArray_NewCopy(self.rew, cnp.NPY_CORDER)
         infos = [PyDict_New() for i in range(n)]
-        if self.ends_in_python:
-            pass  # the caller finishes every ended env
-        elif ended and self.final_bufs is not None and not flagged:
-            ended = self._terminal(infos, reset_infos, NULL, n, d)
-        elif self.final_bufs is None:
+        if ended and self.final_bufs is not None and not flagged:
+            self._terminal(infos, reset_infos, NULL, n, d)
+            if not self.ends_in_python:
+                ended = 0
+        elif self.final_bufs is None and not self.ends_in_python:
             ended = 0
         if self.copy:
             leaves = [cnp.PyArray_NewCopy(<cnp.ndarray>b, cnp.NPY_CORDER) for b in self.obs_bufs]
@@ -411,11 +412,11 @@ cdef class ParentStep:
                 d[j] = 1 if (te[e] | tr[e]) else 0
                 ended += d[j]
         infos = [PyDict_New() for j in range(k)]
-        if self.ends_in_python:
-            pass  # the caller finishes every ended env
-        elif ended and self.final_bufs is not None and not flagged:
-            ended = self._terminal(infos, reset_infos, p, k, d)
-        elif self.final_bufs is None:
+        if ended and self.final_bufs is not None and not flagged:
+            self._terminal(infos, reset_infos, p, k, d)
+            if not self.ends_in_python:
+                ended = 0
+        elif self.final_bufs is None and not self.ends_in_python:
             ended = 0
         cdef Py_ssize_t lo = p[0]
         if consecutive:

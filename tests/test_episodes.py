@@ -176,10 +176,14 @@ def test_shmem_vec_env_infos_hold_what_record_episode_statistics_reports(
             w_infos, w_term, w_trunc = want[step]
             np.testing.assert_array_equal(dones, w_term | w_trunc)
             assert_same_episodes(batched(infos), w_infos, step)
-            for info in infos:
+            for i, info in enumerate(infos):
                 if "episode" in info:
                     ep = info["episode"]
                     assert [type(ep[k]) for k in ("r", "l", "t")] == [float, int, float]
+                if mode == "sb3" and dones[i]:  # the terminal observation is still there
+                    final = w_infos["final_obs"][i]
+                    np.testing.assert_array_equal(info["terminal_observation"], final)
+                    assert info["TimeLimit.truncated"] == bool(w_trunc[i] and not w_term[i])
     finally:
         venv.close()
 
@@ -207,7 +211,10 @@ def test_sb3_drop_in_reports_what_vec_monitor_reports(num_workers):
             np.testing.assert_array_equal(obs, w_obs)
             np.testing.assert_array_equal(dones, w_dones)
             for i, (info, w_info) in enumerate(zip(infos, w_infos)):
-                assert ("episode" in info) == ("episode" in w_info), (step, i)
+                assert set(info) == set(w_info), (step, i)  # episode, terminal_observation...
+                if "terminal_observation" in w_info:
+                    got_final = info["terminal_observation"]
+                    np.testing.assert_array_equal(got_final, w_info["terminal_observation"])
                 if "episode" not in w_info:
                     continue
                 ended += 1

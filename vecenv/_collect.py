@@ -399,10 +399,14 @@ class Collector:
             )
             info["TimeLimit.truncated"] = bool(self.trunc[i] and not self.term[i])
 
-    def complete(self, ids, infos: List[Dict[str, Any]], flagged: int) -> None:
+    def complete(
+        self, ids, infos: List[Dict[str, Any]], flagged: int, compiled: bool = False
+    ) -> None:
         """The per-env Python part of a collected batch whose row ``j`` is env
         ``ids[j]`` (``ids`` None: every env, in order): with "sb3" autoreset
-        the ended envs' reset infos and terminal observations, the infos
+        the ended envs' reset infos and terminal observations (unless the
+        compiled step, ``compiled``, added them: it does when no env is
+        flagged), the infos
         (into ``infos``) and errors (raised, naming the env) of the
         ``flagged`` envs, the ended envs' episode statistics (but a
         restarted env's: its episode died with its worker), and restarts
@@ -416,7 +420,8 @@ class Collector:
             done = self.term[ids] | self.trunc[ids] if ends else None
         ended_pos = _NONE if done is None else np.flatnonzero(done)
         ended = ended_pos if ids is None else ids[ended_pos]
-        if self.sb3_final:
+        terminals = self.sb3_final and (flagged or not compiled)
+        if terminals:
             for i in ended:  # an automatic reset's info, unless a message brings one
                 self.reset_infos[int(i)] = {}
         if flagged:
@@ -429,7 +434,7 @@ class Collector:
                 if RESET_INFO_KEY in info:  # "sb3": the automatic reset's info
                     self.reset_infos[i] = info.pop(RESET_INFO_KEY)
                 infos[i if pos is None else pos[i]] = info
-        if self.sb3_final:
+        if terminals:
             self._add_terminal(ended, ended_pos, infos)
         if self.episodes is not None:
             self.episodes.add(ended, ended_pos, infos, self.recovery.restarted)

@@ -139,15 +139,14 @@ class EpisodeReport:
         writes it (whose ``"t"`` the SB3 drop-in makes its own, see
         :func:`monitor_times`). The envs in ``skip`` (restarted: their
         episode died with their worker) get none."""
-        for i, pos in zip(ended, positions):
-            i = int(i)
-            if i in skip:
-                continue
-            infos[pos][EPISODE_KEY] = {
-                "r": float(self.returns[i]),
-                "l": int(self.lengths[i]),
-                "t": round(float(self.times[i]), 6),
-            }
+        if not len(ended):
+            return
+        returns = self.returns[ended].tolist()
+        lengths = self.lengths[ended].tolist()
+        times = np.round(self.times[ended], 6).tolist()
+        for i, pos, r, n, t in zip(np.asarray(ended).tolist(), positions, returns, lengths, times):
+            if i not in skip:
+                infos[pos][EPISODE_KEY] = {"r": r, "l": n, "t": t}
 
 
 def monitor_times(infos: List[Dict[str, Any]], t_start: float) -> None:
