@@ -57,6 +57,11 @@ cdef class ParentStep:
         Usable CPU cores. :meth:`recv` spins only while fewer workers than
         this are busy (0: always): a spinning parent would take a core from
         a worker that is stepping its envs.
+    ends_in_python : bool
+        True: ``ended`` counts every env whose episode ended, for the
+        caller's Python part, which adds what only it knows (the episode
+        statistics); terminal observations are still added here when no env
+        is flagged. Default False.
 
     Raises
     ------
@@ -85,14 +90,17 @@ cdef class ParentStep:
     cdef uint8_t* mark  # scratch: one byte per env (send's duplicate check)
     cdef uint8_t* wmark  # scratch: one byte per worker (recv's busy count)
     cdef Py_ssize_t cores
+    cdef bint ends_in_python
     cdef readonly bint exact_actions
 
     def __cinit__(self, Control ctrl, act_buf, list obs_bufs, list gather_out,
                   cnp.ndarray rew, cnp.ndarray term, cnp.ndarray trunc,
-                  cnp.ndarray ids_out, final_bufs, unflatten, bint copy, Py_ssize_t cores=0):
+                  cnp.ndarray ids_out, final_bufs, unflatten, bint copy, Py_ssize_t cores=0,
+                  bint ends_in_python=False):
         self.mark = NULL
         self.wmark = NULL
         self.cores = cores
+        self.ends_in_python = ends_in_python
         n = ctrl.num_envs
         self.ctrl = ctrl
         self.n = n
@@ -292,8 +300,9 @@ cdef class ParentStep:
             rewards: float64 (num_envs,), fresh; dones: bool (num_envs,),
             ``terminated | truncated``, fresh; infos: num_envs new dicts;
             flagged: envs with a message on their pipe (the caller reads
-            them); ended: with "sb3" autoreset and a flagged env, the envs
-            whose episode ended, else 0. When both are 0 the batch is
+            them); ended: with "sb3" autoreset and a flagged env, or with
+            ``ends_in_python``, the envs whose episode ended, else 0. When
+            both are 0 the batch is
             complete: with "sb3" autoreset ``reset_infos`` (the vec env's
             list) got a fresh dict and ``infos`` the terminal observation of
             each ended env. Otherwise the caller finishes it
@@ -320,8 +329,10 @@ cdef class ParentStep:
         rew = cnp.PyArray_NewCopy(self.rew, cnp.NPY_CORDER)
         infos = [PyDict_New() for i in range(n)]
         if ended and self.final_bufs is not None and not flagged:
-            ended = self._terminal(infos, reset_infos, NULL, n, d)
-        elif self.final_bufs is None:
+            self._terminal(infos, reset_infos, NULL, n, d)
+            if not self.ends_in_python:
+                ended = 0
+        elif self.final_bufs is None and not self.ends_in_python:
             ended = 0
         if self.copy:
             leaves = [cnp.PyArray_NewCopy(<cnp.ndarray>b, cnp.NPY_CORDER) for b in self.obs_bufs]
@@ -402,8 +413,10 @@ cdef class ParentStep:
                 ended += d[j]
         infos = [PyDict_New() for j in range(k)]
         if ended and self.final_bufs is not None and not flagged:
-            ended = self._terminal(infos, reset_infos, p, k, d)
-        elif self.final_bufs is None:
+            self._terminal(infos, reset_infos, p, k, d)
+            if not self.ends_in_python:
+                ended = 0
+        elif self.final_bufs is None and not self.ends_in_python:
             ended = 0
         cdef Py_ssize_t lo = p[0]
         if consecutive:

@@ -26,7 +26,10 @@
 # Protocol: the worker slot's activity words (SLOT_ENV: env + 1, SLOT_ACTIVITY)
 # name the env being run; its rows, status and ticket are written before the
 # ready bytes, which come before the published count and the doorbell (see
-# WorkerControl.publish).
+# WorkerControl.publish). With episode statistics (the loop's EpisodeTracker,
+# vecenv._episodes), an env-step that ends an episode writes the env's three
+# finals (return, length, duration) after its reward and flags, so before that
+# publish: the parent reads them with the done flag of the same episode.
 
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_AsDouble, PyFloat_CheckExact
 from cpython.long cimport PyLong_Check
@@ -109,6 +112,17 @@ cdef class WorkerRound:
     cdef double* rew
     cdef uint8_t* term
     cdef uint8_t* trunc
+    # episode statistics (vecenv._episodes.EpisodeTracker's arrays): running
+    # sums of env lo + k at [k], worker-private; the finals of env i at [i],
+    # in the block. ep_on False: the option is off and none is touched.
+    cdef bint ep_on
+    cdef list ep_bufs
+    cdef double* ep_ret
+    cdef int64_t* ep_len
+    cdef double* ep_start
+    cdef double* fin_ret
+    cdef int64_t* fin_len
+    cdef double* fin_time
     # this round's published envs and statuses (at most hi - lo)
     cdef int64_t* done
     cdef uint8_t* statuses
@@ -206,6 +220,34 @@ cdef class WorkerRound:
                     raise ValueError("the final-observation rows must match the observation rows")
                 self.final_base = <char*>cnp.PyArray_DATA(self.final_buf)
             self.obs_fast = True
+        self._bind_episodes(loop.episodes, layout.num_envs)
+
+    cdef int _bind_episodes(self, object tracker, Py_ssize_t num_envs) except -1:
+        """Take raw pointers to ``tracker``'s arrays (None: the option is off)."""
+        self.ep_on = False
+        self.ep_bufs = None
+        if tracker is None:
+            return 0
+        bufs = list(tracker.buffers())
+        k = self.hi - self.lo
+        for j, (what, dtype, rows) in enumerate((
+                ("running returns", np.float64, k), ("running lengths", np.int64, k),
+                ("episode starts", np.float64, k), ("episode returns", np.float64, num_envs),
+                ("episode lengths", np.int64, num_envs), ("episode times", np.float64, num_envs))):
+            b = bufs[j]
+            if (type(b) is not np.ndarray or b.shape != (rows,) or b.dtype != dtype
+                    or not b.flags.c_contiguous or not b.flags.writeable):
+                raise ValueError(f"the {what} must be a writable C-contiguous {np.dtype(dtype)} "
+                                 f"array of shape ({rows},)")
+        self.ep_bufs = bufs
+        self.ep_ret = <double*>cnp.PyArray_DATA(<cnp.ndarray>bufs[0])
+        self.ep_len = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>bufs[1])
+        self.ep_start = <double*>cnp.PyArray_DATA(<cnp.ndarray>bufs[2])
+        self.fin_ret = <double*>cnp.PyArray_DATA(<cnp.ndarray>bufs[3])
+        self.fin_len = <int64_t*>cnp.PyArray_DATA(<cnp.ndarray>bufs[4])
+        self.fin_time = <double*>cnp.PyArray_DATA(<cnp.ndarray>bufs[5])
+        self.ep_on = True
+        return 0
 
     def __dealloc__(self):
         free(self.act_dims)
@@ -232,6 +274,10 @@ cdef class WorkerRound:
         self.act_base = self.obs_base = self.final_base = NULL
         self.rew = NULL
         self.term = self.trunc = NULL
+        self.ep_on = False
+        self.ep_bufs = None
+        self.ep_ret = self.ep_start = self.fin_ret = self.fin_time = NULL
+        self.ep_len = self.fin_len = NULL
 
     @property
     def closed(self):
@@ -378,6 +424,8 @@ cdef class WorkerRound:
             self.rew[i] = 0.0
             self.term[i] = 0
             self.trunc[i] = 0
+            if self.ep_on:  # a new episode: this step is none of its env-steps
+                self._episode_restart(k, ve_now())
             return info
         result = env.step(self._action(i))
         # Everything the compiled tail needs is checked before its first side
@@ -423,7 +471,27 @@ cdef class WorkerRound:
         self.rew[i] = r
         self.term[i] = <uint8_t>t
         self.trunc[i] = <uint8_t>u
+        if self.ep_on:
+            self._episode_step(i, k, r, t | u)
         return info
+
+    cdef inline void _episode_restart(self, Py_ssize_t k, double now) noexcept nogil:
+        self.ep_ret[k] = 0.0
+        self.ep_len[k] = 0
+        self.ep_start[k] = now
+
+    cdef inline void _episode_step(self, Py_ssize_t i, Py_ssize_t k, double r, int done) noexcept nogil:
+        """EpisodeTracker.step: add the env-step; at the episode's end write
+        the finals (before the publish) and restart."""
+        cdef double now
+        self.ep_ret[k] += r
+        self.ep_len[k] += 1
+        if done:
+            now = ve_now()
+            self.fin_ret[i] = self.ep_ret[k]
+            self.fin_len[i] = self.ep_len[k]
+            self.fin_time[i] = now - self.ep_start[k]
+            self._episode_restart(k, now)
 
 
 cdef inline int _flag(object x, object np_bool):

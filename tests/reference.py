@@ -7,6 +7,7 @@ import math
 import pickle
 import random
 import sys
+import time
 import traceback
 
 import numpy as np
@@ -198,6 +199,11 @@ class WorkerRoundReference:
     reseed : bool
         Reseed the global ``random``/``np.random``/``torch`` generators from the
         first seed of a round's resets, as a worker process does.
+    episodes : list of 3 arrays, optional
+        ``layout.episode_views`` (episode statistics on): where an env-step
+        that ends an episode writes its return, length and duration (seconds,
+        ``time.monotonic``); :attr:`episode_sums` holds the running return
+        and length of each env.
 
     What the parent reads after a round: the rows of the views,
     :attr:`status` (one ``Status`` per env, the last round's for the envs it
@@ -209,7 +215,9 @@ class WorkerRoundReference:
     (``{env: {"seed": ..., "options": ...}}`` for its next reset).
     """
 
-    def __init__(self, envs, layout, views, autoreset_mode, check_rewards=False, reseed=True):
+    def __init__(
+        self, envs, layout, views, autoreset_mode, check_rewards=False, reseed=True, episodes=None
+    ):
         from vecenv import _layout
 
         self.envs = envs
@@ -228,6 +236,9 @@ class WorkerRoundReference:
         self.status = np.zeros(len(envs), np.uint8)
         self.messages = []
         self.slot = (-1, 0)
+        self.episodes = episodes or None
+        self.episode_sums = [(0.0, 0) for _ in envs]  # (return, length) so far
+        self.episode_starts = [time.monotonic() for _ in envs]
 
     # ------------------------------------------------------------ the round
     def run_round(self, ops):
@@ -311,7 +322,9 @@ class WorkerRoundReference:
             self.pipe_actions.pop(i, None)  # the action is not used
             self._enter(i, Activity.AUTORESET)
             obs, info = env.reset()
-            return self._write_result(i, obs, 0.0, False, False, info)
+            info = self._write_result(i, obs, 0.0, False, False, info)
+            self._new_episode(i)  # the reset step is none of the new episode's steps
+            return info
         obs, reward, terminated, truncated, info = env.step(self._read_action(i))
         if self.check_rewards and not _is_finite(reward):
             raise _RewardMismatch(
@@ -338,7 +351,21 @@ class WorkerRoundReference:
                 info = {"final_info": final_info, "final_obs": final_obs, **reset_info}
             elif self.mode == "next_step":
                 self.needs_reset[i] = True
-        return self._write_result(i, obs, reward, terminated, truncated, info, final_pickled)
+        info = self._write_result(i, obs, reward, terminated, truncated, info, final_pickled)
+        if self.episodes is not None:  # the reward as written (a float64), after the reset
+            ret, length = self.episode_sums[i]
+            self.episode_sums[i] = (ret + float(self.rewards[i]), length + 1)
+            if terminated or truncated:
+                ret, length = self.episode_sums[i]
+                final_return, final_length, final_time = self.episodes
+                final_return[i], final_length[i] = ret, length
+                final_time[i] = time.monotonic() - self.episode_starts[i]
+                self._new_episode(i)
+        return info
+
+    def _new_episode(self, i):
+        self.episode_sums[i] = (0.0, 0)
+        self.episode_starts[i] = time.monotonic()
 
     def _reset(self, i):
         from vecenv._worker import Activity
@@ -350,7 +377,9 @@ class WorkerRoundReference:
             kwargs = {"seed": kwargs.get("seed"), "options": kwargs.get("options")}
         self.needs_reset[i] = False
         obs, info = self.envs[i].reset(**kwargs)
-        return self._write_result(i, obs, 0.0, False, False, info)
+        info = self._write_result(i, obs, 0.0, False, False, info)
+        self._new_episode(i)
+        return info
 
     def _write_result(self, i, obs, reward, terminated, truncated, info, final_pickled=None):
         """Write env ``i``'s observation, then reward and flags (in that

@@ -10,8 +10,9 @@ actions and partial rounds, in every autoreset mode. After every round they
 compare everything a parent could read: observation and final-observation
 rows, rewards, flags, statuses, the round message (infos, reset infos, pickled
 leaves, error reports without their traceback), the autoreset state, the
-worker slot's activity, and every action the envs received (type, dtype,
-value). A few tests run whole vec envs (``ShmemVecEnv``, the SB3 drop-in) and
+worker slot's activity, every action the envs received (type, dtype, value),
+and with episode statistics the running and final returns and lengths (and
+which envs have a duration). A few tests run whole vec envs (``ShmemVecEnv``, the SB3 drop-in) and
 compare their trajectories with the reference driven the same way.
 """
 
@@ -190,17 +191,23 @@ class CountingLoop(_worker._Loop):
         return super()._publish_round(*args)
 
 
-def _layout_for(envs, mode, pickled):
+def _layout_for(envs, mode, pickled, episodes=False):
     obs_space, act_space = envs[0].observation_space, envs[0].action_space
     return _layout.BlockLayout.build(
-        obs_space, act_space, len(envs), 1, final_obs=mode == "sb3", pickled=pickled
+        obs_space,
+        act_space,
+        len(envs),
+        1,
+        final_obs=mode == "sb3",
+        pickled=pickled,
+        episodes=episodes,
     )
 
 
-def make_loop(envs, mode, check_rewards=False, pickled=False):
+def make_loop(envs, mode, check_rewards=False, pickled=False, episodes=False):
     """A worker loop hosting ``envs`` as worker 0 of one, over a fresh shared block."""
     n = len(envs)
-    layout = _layout_for(envs, mode, pickled)
+    layout = _layout_for(envs, mode, pickled, episodes)
     fd = os.memfd_create("vecenv-test-round", os.MFD_CLOEXEC)
     try:
         os.ftruncate(fd, layout.nbytes)
@@ -223,12 +230,14 @@ def make_loop(envs, mode, check_rewards=False, pickled=False):
     return loop
 
 
-def make_reference(envs, mode, check_rewards=False, pickled=False):
+def make_reference(envs, mode, check_rewards=False, pickled=False, episodes=False):
     """The reference round over a zeroed block of the loop's layout."""
-    layout = _layout_for(envs, mode, pickled)
+    layout = _layout_for(envs, mode, pickled, episodes)
     block = np.zeros(layout.nbytes, np.uint8)
     views = (*layout.views(block), layout.final_views(block))
-    return WorkerRoundReference(envs, layout, views, mode, check_rewards=check_rewards)
+    return WorkerRoundReference(
+        envs, layout, views, mode, check_rewards=check_rewards, episodes=layout.episode_views(block)
+    )
 
 
 # What a parent reads from either side: the library's loop or the reference.
@@ -250,6 +259,25 @@ def messages(side):
         assert kind == Msg.ROUND
         out.append((infos, errors))
     return out
+
+
+def episode_stats(side):
+    """The running ``(return, length)`` of each env, and the finals in the
+    block: returns, lengths and whether a duration was written (durations
+    differ between runs); None with the option off."""
+    if isinstance(side, WorkerRoundReference):
+        if side.episodes is None:
+            return None
+        sums, finals = list(side.episode_sums), side.episodes
+    else:
+        if side.episodes is None:
+            return None
+        ep = side.episodes
+        sums = list(zip(ep.returns.tolist(), ep.lengths.tolist()))
+        finals = (ep.final_returns, ep.final_lengths, ep.final_times)
+    ret, length, dur = finals
+    assert np.all(dur >= 0) and np.all((dur > 0) == (length > 0))
+    return sums, ret.tolist(), length.tolist(), (dur > 0).tolist()
 
 
 def activity(side):
@@ -293,6 +321,7 @@ def snapshot(side, ops, seen):
             activity(side),
             [canon(env.received) for env in side.envs],
             dict(side.pipe_actions),
+            episode_stats(side),
         )
     )
 
@@ -346,6 +375,7 @@ def compare(make_envs, mode, seed=0, rounds=30, **kw):
     """Drive the library's loop and the reference the same way; every round's
     snapshot must be equal. Returns the loop's fallback call counts."""
     loop = make_loop(make_envs(), mode, **kw)
+    assert (loop.episodes is not None) == kw.get("episodes", False)
     try:
         got = drive(loop, seed, rounds)
         want = drive(make_reference(make_envs(), mode, **kw), seed, rounds)
@@ -419,8 +449,8 @@ def _envs(name, n=5, knobs=KNOBS):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", list(SPACES))
-def test_same_trajectories_as_the_reference(name, mode):
-    compare(_envs(name), mode, seed=len(name), pickled=SPACES[name][2])
+def test_same_trajectories_and_episode_statistics_as_the_reference(name, mode):
+    compare(_envs(name), mode, seed=len(name), pickled=SPACES[name][2], episodes=True)
 
 
 @pytest.mark.timeout(120)
@@ -434,9 +464,10 @@ def test_same_trajectories_as_the_reference(name, mode):
     raise_env=st.integers(-1, 3),
     raise_at=st.integers(1, 12),
     reset_raise=st.sampled_from([0.0, 0.1]),
+    episodes=st.booleans(),
 )
 def test_same_trajectories_for_random_scripts(
-    seed, mode, name, info_p, odd, raise_env, raise_at, reset_raise
+    seed, mode, name, info_p, odd, raise_env, raise_at, reset_raise, episodes
 ):
     knobs = dict(
         KNOBS,
@@ -448,7 +479,14 @@ def test_same_trajectories_for_random_scripts(
         raise_at={raise_env: raise_at},
         reset_raise=reset_raise,
     )
-    compare(_envs(name, 4, knobs), mode, seed=seed, rounds=15, pickled=SPACES[name][2])
+    compare(
+        _envs(name, 4, knobs),
+        mode,
+        seed=seed,
+        rounds=15,
+        pickled=SPACES[name][2],
+        episodes=episodes,
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -497,14 +535,22 @@ def _run_steps(side, rounds, n):
         side.run_round([(i, STEP) for i in range(n)])
 
 
+@pytest.mark.parametrize("episodes", [False, True])
 @pytest.mark.parametrize("mode", ["sb3", "next_step", "disabled"])
-def test_common_steps_never_call_python(mode):
-    loop = make_loop([PlainEnv(e, length=3 + e) for e in range(4)], mode)
+def test_common_steps_never_call_python(mode, episodes):
+    loop = make_loop([PlainEnv(e, length=3 + e) for e in range(4)], mode, episodes=episodes)
     try:
         _run_steps(loop, 12, 4)  # every env ends at least two episodes
         assert loop.calls["_step"] == loop.calls["_finish_step"] == 0
         assert loop.calls["_write_obs"] == 4  # the reset round only
         assert loop.calls["_publish_round"] == 0  # no info, no error
+        ref = make_reference([PlainEnv(e, length=3 + e) for e in range(4)], mode, episodes=episodes)
+        _run_steps(ref, 12, 4)
+        assert episode_stats(loop) == episode_stats(ref)
+        if episodes and mode != "disabled":  # returns 0.5 + 1 + ... (disabled: no reset)
+            sums, returns, lengths, timed = episode_stats(loop)
+            assert lengths == [3, 4, 5, 6] and timed == [True] * 4
+            assert returns == [0.5 * n * (n + 1) / 2 for n in lengths]
     finally:
         loop.release()
 

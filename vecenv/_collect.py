@@ -6,8 +6,9 @@ Two parts that :class:`~vecenv.ShmemVecEnv` holds as members:
   sees it: the segment, the :class:`~vecenv._layout.BlockLayout` and its views
   (actions, observations, rewards, flags, final observations), the Control
   block, what is in flight, the gather buffers, the pickled leaves' last
-  values, ``reset_infos``, and the compiled step (:class:`vecenv._core.ParentStep`).
-  It puts actions (shared rows, or the pipes), sends reset seeds and options,
+  values, ``reset_infos``, the episode statistics' report
+  (:class:`vecenv._episodes.EpisodeReport`), and the compiled step
+  (:class:`vecenv._core.ParentStep`). It puts actions (shared rows, or the pipes), sends reset seeds and options,
   waits for published envs (the futex path, with liveness checks and the
   ``timeout`` watchdog), reads their infos and errors, and assembles the
   batch. :mod:`vecenv._step` drives it for each verb.
@@ -30,7 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from gymnasium import spaces
 
-from vecenv import _core, _layout, _shm, _stats
+from vecenv import _core, _episodes, _layout, _shm, _stats
 from vecenv import _protocol as msgs
 from vecenv._calls import unpicklable_error
 from vecenv._channel import ChannelDead
@@ -62,7 +63,7 @@ class Collector:
         The envs' spaces.
     batch_size : int
         Envs per :meth:`recv` batch (``num_envs``: lockstep).
-    copy, spin, timeout, autoreset_mode, check_actions, pickled_leaves
+    copy, spin, timeout, autoreset_mode, check_actions, pickled_leaves, episode_statistics
         The engine options of the same names (see ShmemVecEnv).
     compiled : bool
         False: no compiled step (every step takes the fallback; tests only).
@@ -83,6 +84,7 @@ class Collector:
         autoreset_mode: str,
         check_actions: bool,
         pickled_leaves: bool,
+        episode_statistics: bool = False,
         compiled: bool = True,
     ):
         self.pool = pool
@@ -107,6 +109,7 @@ class Collector:
             pool.num_workers,
             final_obs=self.sb3_final,
             pickled=pickled_leaves,
+            episodes=episode_statistics,
         )
         self.layout = layout
         resources.segment = segment = _shm.Segment(layout.nbytes)
@@ -117,6 +120,8 @@ class Collector:
         self.act_bufs, self.obs_bufs = acts, obs
         self.rew, self.term, self.trunc = rew, term, trunc
         self.final_bufs = layout.final_views(block)  # "sb3" autoreset: last observations
+        finals = layout.episode_views(block)  # episode_statistics: the workers' finals
+        self.episodes = _episodes.EpisodeReport(finals) if finals else None
         self.busy_ns: Any = _stats.busy_view(block, 0, pool.num_workers)  # workers' BUSY_NS
         arrays = ctrl.arrays()
         self.status = arrays[1]
@@ -175,12 +180,14 @@ class Collector:
             None if self.single_obs else self.unflatten_obs,
             self.copy,
             usable_cpus(),
+            ends_in_python=self.episodes is not None,  # complete() adds their episodes
         )
 
     def release(self) -> None:
         """At close, before the block is unmapped: drop every view of it."""
         self.obs_bufs, self.act_bufs, self.gather_out, self.obs_rows = [], [], [], []
         self.final_bufs = []
+        self.episodes = None
         self.busy_ns = None
         self.rew = self.term = self.trunc = self.status = self.tickets = None
         self.ctrl = None
@@ -392,22 +399,31 @@ class Collector:
             )
             info["TimeLimit.truncated"] = bool(self.trunc[i] and not self.term[i])
 
-    def complete(self, ids, infos: List[Dict[str, Any]], flagged: int) -> None:
+    def complete(
+        self, ids, infos: List[Dict[str, Any]], flagged: int, compiled: bool = False
+    ) -> None:
         """The per-env Python part of a collected batch whose row ``j`` is env
         ``ids[j]`` (``ids`` None: every env, in order): with "sb3" autoreset
-        the ended envs' reset infos and terminal observations, the infos
+        the ended envs' reset infos and terminal observations (unless the
+        compiled step, ``compiled``, added them: it does when no env is
+        flagged), the infos
         (into ``infos``) and errors (raised, naming the env) of the
-        ``flagged`` envs, and restarts to report."""
+        ``flagged`` envs, the ended envs' episode statistics (but a
+        restarted env's: its episode died with its worker), and restarts
+        to report."""
+        ends = self.sb3_final or self.episodes is not None
         if ids is None:
             envs: Any = range(self.num_envs)
-            done = self.term | self.trunc if self.sb3_final else None
+            done = self.term | self.trunc if ends else None
         else:
             envs = ids
-            done = self.term[ids] | self.trunc[ids] if self.sb3_final else None
+            done = self.term[ids] | self.trunc[ids] if ends else None
         ended_pos = _NONE if done is None else np.flatnonzero(done)
         ended = ended_pos if ids is None else ids[ended_pos]
-        for i in ended:  # an automatic reset's info, unless a message brings one
-            self.reset_infos[int(i)] = {}
+        terminals = self.sb3_final and (flagged or not compiled)
+        if terminals:
+            for i in ended:  # an automatic reset's info, unless a message brings one
+                self.reset_infos[int(i)] = {}
         if flagged:
             got, errors = self.read_flagged(envs)
             if errors:
@@ -418,7 +434,10 @@ class Collector:
                 if RESET_INFO_KEY in info:  # "sb3": the automatic reset's info
                     self.reset_infos[i] = info.pop(RESET_INFO_KEY)
                 infos[i if pos is None else pos[i]] = info
-        self._add_terminal(ended, ended_pos, infos)
+        if terminals:
+            self._add_terminal(ended, ended_pos, infos)
+        if self.episodes is not None:
+            self.episodes.add(ended, ended_pos, infos, self.recovery.restarted)
         if self.recovery.restarted:
             self.recovery.report_restarts(envs, infos)
 

@@ -226,6 +226,7 @@ class ParentStep:
         unflatten: Callable[[list[npt.NDArray[np.generic]]], object] | None,
         copy: bool,
         cores: int = 0,
+        ends_in_python: bool = False,
     ) -> None: ...
     def start(self, actions: object) -> bool:
         """Lockstep: write ``actions`` (None: already written) and dispatch."""

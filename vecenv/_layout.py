@@ -210,6 +210,10 @@ class BlockLayout:
     # every action travels pickled (action_leaves is then empty).
     obs_pickled: Tuple[int, ...] = ()
     actions_pickled: bool = False
+    # episode_statistics: the last finished episode's return (float64),
+    # length (int64) and duration (float64, seconds) of each env; () if unused.
+    # Only the env's worker writes them (vecenv._episodes states the protocol).
+    episode_offsets: Tuple[int, ...] = ()
 
     @classmethod
     def build(
@@ -220,6 +224,7 @@ class BlockLayout:
         num_workers: int,
         final_obs: bool = False,
         pickled: bool = False,
+        episodes: bool = False,
     ):
         all_obs = flatten_space(observation_space, "observation_space", pickled)
         obs_pickled = tuple(j for j, leaf in enumerate(all_obs) if leaf.pickled)
@@ -245,6 +250,8 @@ class BlockLayout:
         trunc = place(num_envs)
         obs_off = tuple(place(leaf.nbytes * num_envs) for leaf in obs_leaves)
         final_off = tuple(place(leaf.nbytes * num_envs) for leaf in obs_leaves) if final_obs else ()
+        # Last, so that the option off leaves every other offset where it was.
+        episode_off = tuple(place(8 * num_envs) for _ in range(3)) if episodes else ()
         return cls(
             num_envs,
             num_workers,
@@ -259,7 +266,18 @@ class BlockLayout:
             final_off,
             obs_pickled,
             actions_pickled,
+            episode_off,
         )
+
+    def episode_views(self, block) -> List[np.ndarray]:
+        """Views ``(num_envs,)`` of the last finished episode's return
+        (float64), length (int64) and duration (float64, seconds) of each
+        env, in that order ([] when the layout has none)."""
+        n = self.num_envs
+        return [
+            np.frombuffer(block, dtype=dtype, count=n, offset=o)
+            for o, dtype in zip(self.episode_offsets, (np.float64, np.int64, np.float64))
+        ]
 
     def final_views(self, block):
         """Views ``(num_envs, *shape)`` of the final-observation rows, one per

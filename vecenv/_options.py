@@ -65,6 +65,7 @@ class EngineOptions:
     pickled_leaves: bool = False
     check_spaces: bool = True
     check_observations: bool = False
+    episode_statistics: bool = False
 
     def __post_init__(self) -> None:
         check_seconds("timeout", self.timeout)

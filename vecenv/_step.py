@@ -203,7 +203,7 @@ class Steps:
         if flagged or ended or reported:  # the per-env Python part (see ParentStep.finish)
             col = self.col
             restarts = recovery.restart_count
-            col.complete(None, infos, flagged)
+            col.complete(None, infos, flagged, compiled=True)
             if reported or recovery.restart_count != restarts:
                 # The report set its envs' flags; a worker that died before its
                 # info was read (see read_flagged) has its rows and rewards reset too.
@@ -259,7 +259,7 @@ class Steps:
                 obs, rew, dones, infos, ids, flagged, ended, left = r
                 if flagged or ended:
                     restarts = self.recovery.restart_count
-                    col.complete(ids, infos, flagged)
+                    col.complete(ids, infos, flagged, compiled=True)
                     if self.recovery.restart_count != restarts:
                         # A worker died before its info was read and was restarted
                         # (see read_flagged): its envs' rows, rewards and flags changed.

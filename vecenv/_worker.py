@@ -42,7 +42,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from vecenv import _core, _layout, _shm
+from vecenv import _core, _episodes, _layout, _shm
 from vecenv import _protocol as msgs
 from vecenv._channel import WorkerChannel
 from vecenv._protocol import (
@@ -559,6 +559,8 @@ class _Loop:
         # Pre-fault this worker's rows so the first step does not page-fault.
         for buf in (*obs, rew, term, trunc):
             buf[spec.lo : spec.hi].fill(0)
+        # episode_statistics: the running sums (None when the option is off).
+        self.episodes = _episodes.EpisodeTracker.attach(layout, block, spec.lo, spec.hi)
         # The round (csrc/_round.pxi): compiled, it hands each env-step it
         # cannot prove identical to the Python methods below (_step,
         # _finish_step, _reset, _write_obs, _publish_round, the action reader,
@@ -572,7 +574,7 @@ class _Loop:
         self.writer = None
         self.final_writer = None
         self.read_action = None
-        self._views = None
+        self._views = self.episodes = None
         self.rewards = self.terminated = self.truncated = None
         self.ctrl = None
         try:
@@ -684,11 +686,7 @@ class _Loop:
             self.needs_reset[k] = False
             self.ctrl.enter(self.spec.index, i, _AUTORESET)
             obs, info = env.reset()
-            pickled = self._write_obs(i, obs)
-            self.rewards[i] = 0.0
-            self.terminated[i] = False
-            self.truncated[i] = False
-            return _with_pickled(info, pickled, None)
+            return self._reset_row(i, k, obs, info)  # none of the new episode's env-steps
         action = self.read_action(i) if piped is _NO_ACTION else piped
         return self._finish_step(i, k, env.step(action))
 
@@ -727,7 +725,10 @@ class _Loop:
         self.rewards[i] = reward
         self.terminated[i] = terminated
         self.truncated[i] = truncated
-        return _with_pickled(info, pickled, final_pickled)
+        info = _with_pickled(info, pickled, final_pickled)
+        if self.episodes is not None:  # last: only an env-step that succeeded counts
+            self.episodes.step(i, k, self.rewards[i], bool(terminated or truncated))
+        return info
 
     def _reset(self, i: int, k: int):
         kwargs = self.reset_kwargs.pop(i, None) or {}
@@ -738,11 +739,19 @@ class _Loop:
             kwargs = {"seed": kwargs.get("seed"), "options": kwargs.get("options")}
         self.needs_reset[k] = False
         obs, info = self.envs[k].reset(**kwargs)
+        return self._reset_row(i, k, obs, info)
+
+    def _reset_row(self, i: int, k: int, obs, info):
+        """Env ``i``'s rows after a reset (its observation, reward 0, no
+        flags), a new episode; its info."""
         pickled = self._write_obs(i, obs)
         self.rewards[i] = 0.0
         self.terminated[i] = False
         self.truncated[i] = False
-        return _with_pickled(info, pickled, None)
+        info = _with_pickled(info, pickled, None)
+        if self.episodes is not None:
+            self.episodes.restart(k)
+        return info
 
     # ------------------------------------------------------------- messages
     def handle_message(self, msg) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy as copy_module
 import enum
+import functools
 import importlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -28,6 +29,7 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
+from vecenv._episodes import batch_episodes
 from vecenv._gym_errors import (
     AlreadyPendingCallError,
     ArgumentTypeError,
@@ -143,8 +145,10 @@ class AsyncVectorEnv(VectorEnv):
         :class:`~vecenv.EngineOptions`, checked as ShmemVecEnv checks them). ``timeout`` (seconds) is a watchdog on every wait: the
         late workers are killed and a ``reset()`` starts them again; a
         ``*_wait(timeout=...)`` only stops waiting (the call stays pending).
-    on_worker_death, max_restarts, check_rewards, check_observations
-        vecenv's fault handling, as in :class:`~vecenv.ShmemVecEnv` (keyword only).
+    on_worker_death, max_restarts, check_rewards, check_observations, episode_statistics
+        vecenv's fault handling, as in :class:`~vecenv.ShmemVecEnv` (keyword only);
+        ``episode_statistics=True`` adds the infos of gymnasium's vector
+        ``RecordEpisodeStatistics`` (``"episode"``, ``"_episode"``), computed in the workers.
     check_actions : bool
         False (default): each env gets its action as gymnasium's ``iterate``
         hands it out (a float64 batch on a float32 Box arrives as
@@ -552,7 +556,10 @@ class AsyncVectorEnv(VectorEnv):
         with self._waiting("step_wait", timeout):
             obs, rewards, terminations, truncations, infos = self._venv.step_wait_gym()
         self._state = _Pending.DEFAULT
-        return obs, rewards, terminations, truncations, self._batch_infos(infos)
+        batch = self._batch_infos
+        if self._venv.engine_options.episode_statistics:  # then "episode", "_episode"
+            batch = functools.partial(batch_episodes, batch, terminations | truncations)
+        return obs, rewards, terminations, truncations, batch(infos)
 
     # ------------------------------------------------------------ calls
     def call(self, name: str, *args: Any, **kwargs: Any) -> Tuple[Any, ...]:

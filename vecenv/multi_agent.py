@@ -164,6 +164,12 @@ class MultiAgentVecEnv(VectorEnv):
                 "MultiAgentVecEnv does not take autoreset_mode: the adapter resets each env in "
                 "the step that ends it (gymnasium's SAME_STEP); choose reset_when instead"
             )
+        given = engine_options.get("engine_options")
+        if engine_options.get("episode_statistics") or getattr(given, "episode_statistics", 0):
+            raise InvalidArgumentError(
+                "MultiAgentVecEnv does not take episode_statistics (one reward per env); its "
+                "rows are agents: wrap it in gymnasium.wrappers.vector.RecordEpisodeStatistics"
+            )
         if backend == "shmem" and "copy" in engine_options:
             raise InvalidArgumentError("pass copy to MultiAgentVecEnv itself")
         options = {

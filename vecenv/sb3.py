@@ -20,6 +20,7 @@ observation returned for that env is the first one of the next episode.
 from __future__ import annotations
 
 import multiprocessing
+import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -36,6 +37,7 @@ except ImportError as _exc:
         name=_exc.name,
     ) from _exc
 
+from vecenv._episodes import monitor_times
 from vecenv._options import ENGINE_OPTIONS, EngineOptions, check_env_fns
 from vecenv._pool import RenderModesDiffer
 from vecenv.errors import InvalidArgumentError, ResultNotPicklableError, WorkerError
@@ -86,8 +88,12 @@ class SubprocVecEnv(_SB3VecEnv):
         stepping several envs), ``copy``, ``timeout`` (seconds),
         ``start_timeout``, ``spin``, ``cpu_affinity``, ``daemon``,
         ``spaces``, ``on_worker_death``, ``max_restarts``, ``check_rewards``,
-        ``check_actions``, ``check_observations``; or all of them as ``engine_options``, an
-        :class:`~vecenv.EngineOptions`. ``context`` is another name for ``start_method``.
+        ``check_actions``, ``check_observations``, ``episode_statistics``; or
+        all of them as ``engine_options``, an :class:`~vecenv.EngineOptions`.
+        With ``episode_statistics=True`` each ended episode's info gets
+        ``"episode": {"r": float, "l": int, "t": float}`` as SB3's
+        ``VecMonitor`` writes it (no need to wrap it), with its meaning of
+        ``"t"``: seconds since this vec env was built. ``context`` is another name for ``start_method``.
         ``autoreset_mode`` may only be "sb3" and ``batch_size`` only
         ``num_envs``: SB3's API steps every env at once and resets in the step.
 
@@ -180,6 +186,8 @@ class SubprocVecEnv(_SB3VecEnv):
             vecenv_options, caller="SubprocVecEnv()", allowed=_ENGINE_KEYS
         )
         self.waiting = False
+        # VecMonitor's t_start: its "t" counts from here (episode_statistics).
+        self._t_start = time.time() if options.episode_statistics else None
         try:
             self._engine = ShmemVecEnv(
                 env_fns,
@@ -297,7 +305,8 @@ class SubprocVecEnv(_SB3VecEnv):
             ``terminated | truncated``.
         infos : list of num_envs dicts
             Each with ``"TimeLimit.truncated"`` (truncated and not
-            terminated); ``"terminal_observation"`` where the episode ended.
+            terminated); ``"terminal_observation"`` where the episode ended,
+            and with ``episode_statistics`` ``"episode"``.
 
         Raises
         ------
@@ -314,6 +323,8 @@ class SubprocVecEnv(_SB3VecEnv):
             self.waiting = False
         for info, time_limit in zip(infos, (truncated & ~terminated).tolist()):
             info["TimeLimit.truncated"] = time_limit
+        if self._t_start is not None:
+            monitor_times(infos, self._t_start)
         self.reset_infos = self._engine.reset_infos
         return observations, rewards, terminated | truncated, infos
 

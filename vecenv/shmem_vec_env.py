@@ -199,6 +199,10 @@ class ShmemVecEnv(EngineVecEnv):
         False (default): an observation of another dtype is cast where
         NumPy's ``same_kind`` rule allows (float64 to float32; integers only
         when every value fits), as gymnasium and SB3 batch them. True: refused.
+    episode_statistics : bool
+        True: the workers keep each env's return, length and duration
+        (seconds), and a step whose episode ended gives its info
+        ``"episode": {"r": float, "l": int, "t": float}``. Default False.
     engine_options : EngineOptions, optional
         All of the options above as one :class:`~vecenv.EngineOptions`
         (then pass none of them as keywords). The options in use are the
@@ -263,22 +267,17 @@ class ShmemVecEnv(EngineVecEnv):
         pickled_leaves: bool = False,
         check_spaces: bool = True,
         check_observations: bool = False,
+        episode_statistics: bool = False,
         engine_options: Optional[EngineOptions] = None,
         _fallback_for_testing: bool = False,
     ):
         # Every option checked in one place, as every front end checks them.
         keywords = EngineOptions(**{k: v for k, v in locals().items() if k in ENGINE_OPTIONS})
         if engine_options is not None:  # the same options, as keywords
-            opts = EngineOptions.from_kwargs(
-                {"engine_options": engine_options, **keywords.changed()}, caller="ShmemVecEnv()"
-            )
-            ShmemVecEnv.__init__(
-                self,
-                env_fns,
-                spaces,
-                **opts.as_kwargs(),
-                _fallback_for_testing=_fallback_for_testing,
-            )
+            given = {"engine_options": engine_options, **keywords.changed()}
+            opts = EngineOptions.from_kwargs(given, caller="ShmemVecEnv()").as_kwargs()
+            opts["_fallback_for_testing"] = _fallback_for_testing
+            ShmemVecEnv.__init__(self, env_fns, spaces, **opts)
             return
         self.engine_options = keywords
         self._state = State.CLOSED  # until construction succeeds
@@ -701,6 +700,7 @@ def _wire_parts(
         autoreset_mode=options.autoreset_mode,
         check_actions=bool(options.check_actions),
         pickled_leaves=bool(options.pickled_leaves),
+        episode_statistics=bool(options.episode_statistics),
         compiled=compiled,
     )
     recovery = Recovery(
