@@ -1119,6 +1119,43 @@ def check_int_range(const int64_t[::1] values, int64_t lo, int64_t hi):
                 bad = i
                 break
     return bad
+
+
+cdef class StepClock:
+    """Parent: the time inside a vec env's step verbs and the caller's time
+    between them (``ShmemVecEnv.stats()``), on CLOCK_MONOTONIC in ns.
+
+    :meth:`enter` at the start of a step verb, :meth:`leave` at its end (the
+    verbs never nest: the vec env's state machine runs one at a time); the
+    time from one ``leave`` to the next ``enter`` is the caller's, unless
+    :meth:`pause` (a reset, a call) came between. Two ``clock_gettime`` calls
+    per verb: the counters stay on.
+    """
+
+    cdef uint64_t left, t0
+    cdef readonly uint64_t caller_ns, in_call_ns, batches, env_steps
+
+    def enter(self):
+        cdef uint64_t now = ve_now_ns()
+        if self.left:
+            self.caller_ns += now - self.left
+        self.t0 = now
+
+    def leave(self, Py_ssize_t env_steps):
+        """The verb returns a batch of ``env_steps`` env-steps (0: none, as
+        ``step_async``/``send`` or a verb that raised)."""
+        cdef uint64_t now = ve_now_ns()
+        self.in_call_ns += now - self.t0
+        self.left = now
+        if env_steps > 0:
+            self.batches += 1
+            self.env_steps += <uint64_t>env_steps
+
+    def pause(self):
+        """The time until the next :meth:`enter` is not the caller's."""
+        self.left = 0
+
+
 include "_round.pxi"
 
 

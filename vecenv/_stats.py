@@ -3,25 +3,23 @@
 Runs in the parent. Each worker's compiled round (``csrc/_round.pxi``) adds
 the nanoseconds of its rounds (its envs' steps and resets, their copies into
 the block) to its slot's ``SlotWord.BUSY_NS`` word, which only it writes,
-before it publishes them; the parent's :class:`Clock` times its own step verbs
-and the caller's time between them. Nothing is sent for either: the parent
-reads the workers' words (:func:`busy_view`) when :meth:`Clock.stats` is called.
+before it publishes them; the parent's ``vecenv._core.StepClock`` (held by the
+``Steps`` part) times its own step verbs and the caller's time between them.
+Nothing is sent for either: the parent reads the workers' words
+(:func:`busy_view`) when ``stats()`` is called (:func:`stats_of`).
 
-Costs: two ``clock_gettime`` calls per round in each worker; two
-``time.perf_counter_ns`` calls and a few additions per step in the parent.
+Costs: two ``clock_gettime`` calls per round in each worker and per step verb
+in the parent, in C.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
-from typing import Sequence, Tuple
+from typing import Any, Sequence, Tuple
 
 import numpy as np
 
 from vecenv._protocol import Region, SlotWord
-
-now_ns = time.perf_counter_ns
 
 
 def busy_view(block, first: int, count: int) -> np.ndarray:
@@ -37,7 +35,7 @@ def busy_view(block, first: int, count: int) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class Stats:
-    """Where a vec env's time went since it was built or :meth:`Clock.clear`.
+    """Where a vec env's time went since it was built.
 
     Attributes
     ----------
@@ -126,55 +124,14 @@ class Stats:
         )
 
 
-class Clock:
-    """The parent's timing of its step verbs (a part held by ``Steps``).
-
-    :meth:`enter` at the start of every step verb (``step``, ``step_async``,
-    ``step_wait``, ``send``, ``recv``), :meth:`leave` at its return: the time
-    from one return to the next entry is the caller's.
-    """
-
-    __slots__ = ("batches", "busy_base", "caller_ns", "env_steps", "in_call_ns", "left")
-
-    def __init__(self) -> None:
-        self.busy_base: Sequence[int] = ()
-        self.clear(())
-
-    def clear(self, busy_now: Sequence[int]) -> None:
-        """Start counting afresh; ``busy_now``: the workers' words now."""
-        self.batches = self.env_steps = self.caller_ns = self.in_call_ns = 0
-        self.left = 0  # perf_counter_ns of the last return (0: none to count from)
-        self.busy_base = [int(b) for b in busy_now]
-
-    def enter(self) -> int:
-        now = now_ns()
-        if self.left:
-            self.caller_ns += now - self.left
-        return now
-
-    def leave(self, entered: int, env_steps: int) -> None:
-        """A verb entered at ``entered`` returns; ``env_steps``: the env-steps
-        of the batch it returns (0 for ``step_async``/``send``)."""
-        self.left = now = now_ns()
-        self.in_call_ns += now - entered
-        if env_steps:
-            self.batches += 1
-            self.env_steps += env_steps
-
-    def pause(self) -> None:
-        """A reset or a call: the time until the next step is not the caller's."""
-        self.left = 0
-
-    def stats(self, busy_now: Sequence[int], in_process: bool) -> Stats:
-        base = self.busy_base
-        busy = tuple(
-            (int(b) - (base[w] if w < len(base) else 0)) / 1e9 for w, b in enumerate(busy_now)
-        )
-        return Stats(
-            batches=self.batches,
-            env_steps=self.env_steps,
-            caller_s=self.caller_ns / 1e9,
-            in_call_s=self.in_call_ns / 1e9,
-            worker_busy_s=busy,
-            in_process=in_process,
-        )
+def stats_of(clock: Any, busy_ns: Sequence[int], in_process: bool) -> Stats:
+    """:class:`Stats` from the parent's clock (:class:`vecenv._core.StepClock`)
+    and each worker's ``BUSY_NS`` word now."""
+    return Stats(
+        batches=int(clock.batches),
+        env_steps=int(clock.env_steps),
+        caller_s=clock.caller_ns / 1e9,
+        in_call_s=clock.in_call_ns / 1e9,
+        worker_busy_s=tuple(int(b) / 1e9 for b in busy_ns),
+        in_process=in_process,
+    )

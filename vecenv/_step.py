@@ -37,7 +37,6 @@ import numpy as np
 from vecenv import _core, _stats
 from vecenv._collect import SLICE_S, Collector, Recovery
 from vecenv._protocol import Op
-from vecenv._stats import now_ns
 from vecenv.base import check_env_ids
 from vecenv.errors import InvalidArgumentError, PendingTimeoutError
 
@@ -63,70 +62,90 @@ class Steps:
         self.exact_actions = fast is not None and fast.exact_actions and not check_actions
         self.spin = collector.spin
         self.sent = False
-        self.clock = _stats.Clock()  # the verbs' time and the caller's (stats())
+        self.clock = _core.StepClock()  # the verbs' time and the caller's (stats())
 
     # ------------------------------------------------------------ timed verbs
-    # Each verb is timed by the clock (stats()); the work is in the _-methods.
+    # Each verb is timed by the clock (stats()); the work is in the _-methods,
+    # but for step's, inlined: the hot path.
     def start(self, actions) -> None:
         """``step_async``: write the actions and dispatch every env's step."""
-        t0 = self.clock.enter()
+        clock = self.clock
+        clock.enter()
         try:
             self._start(actions)
         finally:
-            self.clock.leave(t0, 0)
+            clock.leave(0)
 
     def step(self, actions, wait_timeout: Optional[float]):
         """``step``: :meth:`start` and :meth:`finish` in one call."""
-        clock = self.clock  # Clock.enter and Clock.leave, inlined: the hot path
-        t0 = now_ns()
-        if clock.left:
-            clock.caller_ns += t0 - clock.left
+        clock = self.clock
+        clock.enter()
         try:
-            result = self._step(actions, wait_timeout)
+            fast = self.fast
+            # The choice of :meth:`compiled`, inlined.
+            if fast is None or wait_timeout is not None or self.recovery.restarted:
+                self._start(actions)
+                result = self._finish_fallback(wait_timeout)
+            else:
+                col = self.col
+                if self.exact_actions:
+                    self.sent = True
+                else:
+                    self.sent = False
+                    col.put_actions(actions)
+                    actions = None
+                    self.sent = True
+                r = fast.step(actions, self.spin, SLICE_S, col.reset_infos, col.next_check)
+                if r == _NOT_EXACT:  # nothing was done: the collector writes them
+                    self.sent = False
+                    col.put_actions(actions)
+                    self.sent = True
+                    r = fast.step(None, self.spin, SLICE_S, col.reset_infos, col.next_check)
+                result = self._result(r)
         except BaseException:
-            clock.leave(t0, 0)
+            clock.leave(0)
             raise
-        clock.left = t1 = now_ns()
-        clock.in_call_ns += t1 - t0
-        clock.batches += 1
-        clock.env_steps += self.num_envs
+        clock.leave(self.num_envs)
         return result
 
     def finish(self, wait_timeout: Optional[float]):
         """``step_wait``: wait for every env, collect, the batch."""
-        t0 = self.clock.enter()
+        clock = self.clock
+        clock.enter()
         try:
             result = self._finish(wait_timeout)
         except BaseException:
-            self.clock.leave(t0, 0)
+            clock.leave(0)
             raise
-        self.clock.leave(t0, self.num_envs)
+        clock.leave(self.num_envs)
         return result
 
     def send(self, actions, env_ids) -> None:
         """``send`` (see :meth:`_send`)."""
-        t0 = self.clock.enter()
+        clock = self.clock
+        clock.enter()
         try:
             self._send(actions, env_ids)
         finally:
-            self.clock.leave(t0, 0)
+            clock.leave(0)
 
     def recv(self, wait_timeout: Optional[float]):
         """``recv`` (see :meth:`_recv`)."""
-        t0 = self.clock.enter()
+        clock = self.clock
+        clock.enter()
         try:
             result = self._recv(wait_timeout)
         except BaseException:
-            self.clock.leave(t0, 0)
+            clock.leave(0)
             raise
-        self.clock.leave(t0, 0 if result is None else len(result[0][4]))
+        clock.leave(0 if result is None else len(result[0][4]))
         return result
 
     def stats(self) -> _stats.Stats:
         """Where the time went (:class:`vecenv.Stats`)."""
         busy = self.col.busy_ns
-        return self.clock.stats(
-            [] if busy is None else busy.tolist(), bool(self.col.pool.in_process)
+        return _stats.stats_of(
+            self.clock, [] if busy is None else busy.tolist(), bool(self.col.pool.in_process)
         )
 
     def release(self) -> None:
@@ -159,29 +178,6 @@ class Steps:
         self.col.put_actions(actions)
         self.sent = True
         self.col.ctrl.dispatch_all(_OP_STEP)
-
-    def _step(self, actions, wait_timeout: Optional[float]):
-        """``step``: :meth:`start` and :meth:`finish` in one call."""
-        fast = self.fast
-        # The choice of :meth:`compiled`, inlined: this is the hot path.
-        if fast is None or wait_timeout is not None or self.recovery.restarted:
-            self._start(actions)
-            return self._finish_fallback(wait_timeout)
-        col = self.col
-        if self.exact_actions:
-            self.sent = True
-        else:
-            self.sent = False
-            col.put_actions(actions)
-            actions = None
-            self.sent = True
-        r = fast.step(actions, self.spin, SLICE_S, col.reset_infos, col.next_check)
-        if r == _NOT_EXACT:  # nothing was done: the collector writes them
-            self.sent = False
-            col.put_actions(actions)
-            self.sent = True
-            r = fast.step(None, self.spin, SLICE_S, col.reset_infos, col.next_check)
-        return self._result(r)
 
     def _finish(self, wait_timeout: Optional[float]):
         """``step_wait``: wait for every env, collect, the batch."""
