@@ -15,6 +15,7 @@ import hashlib
 import os
 import re
 import signal
+import sys
 import threading
 import time
 
@@ -27,6 +28,13 @@ from vecenv import _core
 
 KB = 1000
 MB = 1000 * 1000
+
+# A child Python that must import the installed vecenv, never the source tree:
+# `-P` (3.11+) keeps the script's folder and the working directory off
+# sys.path. Python 3.9 and 3.10 lack `-P`; their `-I` keeps both off too, and
+# also ignores PYTHON* variables and the user's site-packages, which no such
+# child needs.
+SAFE_PYTHON = (sys.executable, "-P" if sys.version_info >= (3, 11) else "-I")
 
 
 # ------------------------------------------------------------ processes
