@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import re
 import signal
@@ -35,6 +36,14 @@ MB = 1000 * 1000
 # also ignores PYTHON* variables and the user's site-packages, which no such
 # child needs.
 SAFE_PYTHON = (sys.executable, "-P" if sys.version_info >= (3, 11) else "-I")
+
+
+def load_script(path):
+    """The module of the script at ``path`` (one of scripts/, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"_{path.stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 # ------------------------------------------------------------ processes
