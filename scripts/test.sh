@@ -17,9 +17,11 @@ if [ "${VECENV_TEST_NO_INSTALL:-0}" != 1 ]; then
   "$PY" -m pip install -q "torch==2.13.0"
   "$PY" -m pip install -q ".[test,sb3,atari,ray,pettingzoo]"
 fi
-# -P keeps the source tree off sys.path, so `import vecenv` finds the installed copy.
+# -P keeps the source tree off sys.path, so `import vecenv` finds the installed copy;
+# Python 3.9 and 3.10 lack -P, and -I does that there.
+SAFE=$("$PY" -c 'import sys; print("-P" if sys.version_info >= (3, 11) else "-I")')
 set +e
-VECENV_TEST_PART=no-ray "$PY" -P -m pytest tests "$@"
+VECENV_TEST_PART=no-ray "$PY" "$SAFE" -m pytest tests "$@"
 rc=$?
 set -e
 # The Ray tests (marker "ray") start real Ray clusters, and Ray binds to the
@@ -35,11 +37,11 @@ elif ! unshare -n true 2>/dev/null; then
     exit 1
   fi
   echo "Ray tests skipped: they need a loopback-only network namespace (unshare -n needs root);" \
-    "to run them: sudo VECENV_TEST_PART=ray unshare -n $(command -v "$PY") -P -m pytest tests" \
+    "to run them: sudo VECENV_TEST_PART=ray unshare -n $(command -v "$PY") $SAFE -m pytest tests" \
     "-p no:cacheprovider" >&2
 else
   set +e
-  VECENV_TEST_PART=ray unshare -n "$PY" -P -m pytest tests "$@"
+  VECENV_TEST_PART=ray unshare -n "$PY" "$SAFE" -m pytest tests "$@"
   ray_rc=$?
   set -e
   # 5 (nothing collected): the caller's selection (-m, -k) left only one part.

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import re
 import signal
+import sys
 import threading
 import time
 
@@ -27,6 +29,21 @@ from vecenv import _core
 
 KB = 1000
 MB = 1000 * 1000
+
+# A child Python that must import the installed vecenv, never the source tree:
+# `-P` (3.11+) keeps the script's folder and the working directory off
+# sys.path. Python 3.9 and 3.10 lack `-P`; their `-I` keeps both off too, and
+# also ignores PYTHON* variables and the user's site-packages, which no such
+# child needs.
+SAFE_PYTHON = (sys.executable, "-P" if sys.version_info >= (3, 11) else "-I")
+
+
+def load_script(path):
+    """The module of the script at ``path`` (one of scripts/, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"_{path.stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 # ------------------------------------------------------------ processes

@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import SAFE_PYTHON
 
 from vecenv import _autolayout as al
 from vecenv import bench
@@ -21,7 +22,7 @@ QUICK = ("--seconds", "0.1", "--warmup", "0.05")
 
 def _cli(*args, cwd, timeout=150):
     return subprocess.run(
-        [sys.executable, "-P", "-m", "vecenv.bench", *args],
+        [*SAFE_PYTHON, "-m", "vecenv.bench", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-import sys
 import time
 
 import gymnasium as gym
@@ -21,6 +20,7 @@ import pytest
 from helpers import (
     KB,
     MB,
+    SAFE_PYTHON,
     Alarm,
     PayloadEnv,
     blob_of,
@@ -259,9 +259,7 @@ def test_interpreter_exit_with_messages_stuck_does_not_hang(tmp_path):
     script = tmp_path / "exit_script.py"
     script.write_text(_EXIT_SCRIPT)
     t0 = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-P", str(script)], capture_output=True, text=True, timeout=45
-    )
+    out = subprocess.run([*SAFE_PYTHON, str(script)], capture_output=True, text=True, timeout=45)
     assert out.returncode == 0, out.stderr
     assert "exiting" in out.stdout
     assert time.monotonic() - t0 < 30

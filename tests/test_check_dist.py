@@ -1,11 +1,11 @@
 """scripts/check_dist.py: an sdist must hold the tests and every file they
 run (scripts, benchmark scripts, examples), and the check names a missing one."""
 
-import importlib.util
 import pathlib
 import tarfile
 
 import pytest
+from helpers import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "check_dist.py"
@@ -18,10 +18,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def check_dist():
-    spec = importlib.util.spec_from_file_location("_check_dist", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT)
 
 
 def _sdist(tmp_path, names):

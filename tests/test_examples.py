@@ -17,6 +17,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import SAFE_PYTHON
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "quickstart.py"
@@ -143,7 +144,7 @@ def test_example_runs_as_written(code, tmp_path):
 def test_quickstart_runs_cartpole_and_pong():
     pytest.importorskip("ale_py", reason="the atari extra (ale-py) is not installed")
     out = subprocess.run(
-        [sys.executable, "-P", str(EXAMPLE), "--seconds", "0.3", "--num-envs", "2"],
+        [*SAFE_PYTHON, str(EXAMPLE), "--seconds", "0.3", "--num-envs", "2"],
         capture_output=True,
         text=True,
         timeout=170,

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import SAFE_PYTHON
 
 pettingzoo = pytest.importorskip("pettingzoo")
 
@@ -195,7 +196,7 @@ class Reference:
 # ---------------------------------------------------------------- tests
 def test_import_vecenv_does_not_import_pettingzoo():
     code = "import sys, vecenv; assert 'pettingzoo' not in sys.modules, 'imported'"
-    subprocess.run([sys.executable, "-P", "-c", code], check=True, timeout=60)
+    subprocess.run([*SAFE_PYTHON, "-c", code], check=True, timeout=60)
     assert vecenv.MultiAgentVecEnv is MultiAgentVecEnv
 
 
@@ -596,9 +597,7 @@ def test_readme_examples_run(index, tmp_path):
         pytest.skip("docs/guides/multi-agent.md is not next to the tests")
     path = tmp_path / "example.py"
     path.write_text(scripts[index])
-    out = subprocess.run(
-        [sys.executable, "-P", str(path)], capture_output=True, text=True, timeout=170
-    )
+    out = subprocess.run([*SAFE_PYTHON, str(path)], capture_output=True, text=True, timeout=170)
     assert out.returncode == 0, out.stderr[-3000:]
     if index == 0:
         assert out.stdout.count("mean reward per agent-step") == 5

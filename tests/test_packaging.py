@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import SAFE_PYTHON
 
 import vecenv
 from vecenv import _core
@@ -165,16 +166,13 @@ def test_a_front_end_without_its_extra_is_a_module_not_found_error_naming_the_ex
     # ModuleNotFoundError (an ImportError) is what pytest.importorskip skips on
     # and what `except ImportError` catches; the message says what to install.
     import subprocess
-    import sys
 
     code = (
         f"import sys; sys.modules[{missing!r}] = None\n"
         f"try:\n    import {module}\n"
         "except ModuleNotFoundError as e:\n    print(type(e).__name__, e)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=50
-    )
+    out = subprocess.run([*SAFE_PYTHON, "-c", code], capture_output=True, text=True, timeout=50)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ModuleNotFoundError"), out.stdout
     assert f"pip install vecenv[{extra}]" in out.stdout

@@ -11,13 +11,13 @@ import functools
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
+from helpers import SAFE_PYTHON
 from helpers import compare_rollout as _compare_rollout
 from reference import assert_tree_equal
 
@@ -30,9 +30,7 @@ pytestmark = pytest.mark.timeout(240)
 
 # ---------------------------------------------------------------- no Ray needed
 def _run_python(code):
-    return subprocess.run(
-        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([*SAFE_PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
 
 
 def test_import_without_ray_says_how_to_install():

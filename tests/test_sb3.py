@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
-from helpers import describe
+from helpers import SAFE_PYTHON, describe
 
 import vecenv
 import vecenv.envs
@@ -226,7 +226,7 @@ def test_import_without_sb3_says_how_to_install():
         "    print('MSG', exc)\n"
     )
     out = subprocess.run(
-        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60, check=True
+        [*SAFE_PYTHON, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert "MSG" in out.stdout, out.stderr
     assert "pip install vecenv[sb3]" in out.stdout
@@ -235,7 +235,7 @@ def test_import_without_sb3_says_how_to_install():
 def test_vecenv_does_not_import_sb3():
     code = "import sys, vecenv; print('stable_baselines3' in sys.modules)"
     out = subprocess.run(
-        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60, check=True
+        [*SAFE_PYTHON, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "False"
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import SAFE_PYTHON
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TEST_SH = ROOT / "scripts" / "test.sh"
@@ -70,8 +71,7 @@ def test_deliberate_segfault_prints_no_fatal_error_stack():
     files = [ROOT / "tests" / f for f in ("test_faults.py", "test_workers.py")]
     r = subprocess.run(
         [
-            sys.executable,
-            "-P",
+            *SAFE_PYTHON,
             "-m",
             "pytest",
             *[str(f) for f in files if f.exists()],

@@ -6,9 +6,9 @@ import json
 import pathlib
 import re
 import subprocess
-import sys
 
 import pytest
+from helpers import SAFE_PYTHON
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PPO = ROOT / "examples" / "ppo_cartpole.py"
@@ -23,7 +23,7 @@ def test_ppo_example_reaches_the_target_return_within_its_budget():
     # 150k env-steps is the budget; the fixed seed reaches 195 in about 25k
     # (a few seconds on 2 cores), so the timeout leaves room for a loaded machine.
     r = subprocess.run(
-        [sys.executable, "-P", str(PPO), "--seed", "1", "--total-timesteps", "150000",
+        [*SAFE_PYTHON, str(PPO), "--seed", "1", "--total-timesteps", "150000",
          "--target-return", "195"],
         capture_output=True, text=True, timeout=220, cwd=ROOT,
     )  # fmt: skip
@@ -38,7 +38,7 @@ def test_ppo_example_reaches_the_target_return_within_its_budget():
 @pytest.mark.timeout(60)
 def test_ppo_example_reports_failure_when_the_budget_is_too_small():
     r = subprocess.run(
-        [sys.executable, "-P", str(PPO), "--total-timesteps", "2048", "--target-return", "195"],
+        [*SAFE_PYTHON, str(PPO), "--total-timesteps", "2048", "--target-return", "195"],
         capture_output=True, text=True, timeout=50, cwd=ROOT,
     )  # fmt: skip
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
@@ -49,7 +49,7 @@ def test_ppo_example_reports_failure_when_the_budget_is_too_small():
 def test_rollout_benchmark_quick_writes_valid_json(tmp_path):
     out = tmp_path / "rollout.json"
     r = subprocess.run(
-        [sys.executable, "-P", str(ROLLOUT), "--quick", "--out", str(out)],
+        [*SAFE_PYTHON, str(ROLLOUT), "--quick", "--out", str(out)],
         capture_output=True, text=True, timeout=170, cwd=ROOT,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -72,7 +72,7 @@ def test_rollout_benchmark_quick_writes_valid_json(tmp_path):
 @pytest.mark.timeout(60)
 def test_rollout_benchmark_rejects_an_unknown_contender(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-P", str(ROLLOUT), "--contenders", "nope", "--out", str(tmp_path / "x")],
+        [*SAFE_PYTHON, str(ROLLOUT), "--contenders", "nope", "--out", str(tmp_path / "x")],
         capture_output=True, text=True, timeout=50, cwd=ROOT,
     )  # fmt: skip
     assert r.returncode == 2

@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
+from helpers import SAFE_PYTHON
 
 import vecenv
 from vecenv import _startup
@@ -565,7 +566,7 @@ def _parent(tmp_path, ending, context="fork", daemon=True, stop=True):
         )
     )
     return subprocess.Popen(
-        [sys.executable, "-P", str(script)],
+        [*SAFE_PYTHON, str(script)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

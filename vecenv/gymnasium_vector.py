@@ -2,7 +2,7 @@
 
 :class:`AsyncVectorEnv` is a ``gymnasium.vector.VectorEnv`` with the
 constructor, methods, return values, info batching, autoreset modes and
-exceptions of gymnasium's ``AsyncVectorEnv`` (gymnasium 1.x,
+exceptions of gymnasium's ``AsyncVectorEnv`` (gymnasium 1.1 and later,
 ``gymnasium/vector/async_vector_env.py``). It owns a
 :class:`~vecenv.ShmemVecEnv` and translates: it adds no second engine, and
 every step, reset and call runs in vecenv's workers over shared memory.
