@@ -3,11 +3,11 @@ return, share its memory, and refuse what has no shared block."""
 
 import functools
 import subprocess
-import sys
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from helpers import SAFE_PYTHON
 
 import vecenv
 from vecenv.envs import BigObsEnv, CounterEnv
@@ -150,8 +150,6 @@ def test_without_torch_the_error_says_what_to_install():
         "except ModuleNotFoundError as e:\n    print(e)\n"
         "finally:\n    venv.close()\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=50
-    )
+    out = subprocess.run([*SAFE_PYTHON, "-c", code], capture_output=True, text=True, timeout=50)
     assert out.returncode == 0, out.stderr
     assert "pip install torch" in out.stdout
