@@ -338,9 +338,12 @@ class RayVecEnv(EngineVecEnv):
                 "autoreset_mode to RayVecEnv itself)"
             )
         # Checked here as each actor's ShmemVecEnv would, before any actor exists.
-        vec_kwargs = EngineOptions.from_kwargs(
+        local = EngineOptions.from_kwargs(
             vec_kwargs, caller="RayVecEnv(vec_kwargs=...)", allowed=_LOCAL_KEYS
-        ).changed()
+        )
+        vec_kwargs = local.changed()
+        #: The options of each actor's local ShmemVecEnv (the attribute ShmemVecEnv has).
+        self.engine_options = local
         opts = ActorPool.actor_options(actor_options, n_act, placement_strategy)
 
         self.batch_size = int(batch_size)

@@ -6,11 +6,18 @@ batches (``batch_size < num_envs``): the envs are split into groups of
 group, the other groups step in the workers. The loop reads like CleanRL's
 lockstep loop::
 
-    rollout = Rollout(venv)                 # venv built with batch_size=num_envs // 2
-    obs, infos, env_ids = rollout.reset(seed=0)
-    for _ in range(num_steps):
-        actions = policy(obs)
-        obs, rewards, dones, infos, env_ids = rollout.step(actions)
+    import numpy as np
+
+    import vecenv
+    from vecenv.rollout import Rollout
+
+    if __name__ == "__main__":
+        with vecenv.make("CartPole-v1", 16, num_workers=2, batch_size=8) as venv:
+            rollout = Rollout(venv)
+            obs, infos, env_ids = rollout.reset(seed=0)
+            for _ in range(100):
+                actions = np.random.randint(0, 2, size=len(obs))  # the policy
+                obs, rewards, dones, infos, env_ids = rollout.step(actions)
 
 The pattern is EnvPool's asynchronous one (``envpool/core/async_envpool.h``,
 ``send``/``recv``), which gives each batch to the caller as soon as it is ready.
