@@ -7,6 +7,7 @@ conclusion has to name what the figures say.
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -207,9 +208,12 @@ def test_cli_times_the_policy_in_the_loop_and_reads_policy_bound(tmp_path):
     report = json.loads(out.read_text())
     lockstep = [x for x in report["results"] if "batch_size" not in x["options"]]
     for x in lockstep:
-        # 4 ms of policy per batch of 4: at most 1k env-steps/s, and policy-bound.
+        # 4 ms of policy per batch of 4: at most 1k env-steps/s, and those 4 ms
+        # are the caller's in the mode's stats (the verdict depends on the
+        # machine's load; tests/test_stats.py checks it).
         assert 0 < x["env_steps_per_s"] <= 1000, x
-        assert x["stats"].startswith("policy-bound"), x
+        caller_us = float(re.search(r"caller (\d+) us", x["stats"]).group(1))
+        assert caller_us >= 4000 * 0.95, x
 
 
 def test_busy_policy_spends_its_time():

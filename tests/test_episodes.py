@@ -71,9 +71,20 @@ def actions(n=N_ENVS, steps=STEPS, seed=0):
     return list(np.random.default_rng(seed).integers(0, 3, size=(steps, n)))
 
 
+# gymnasium's vector RecordEpisodeStatistics counted the reset step of a
+# same-step autoreset into the next episode until 1.4 (Gymnasium #1624).
+GYM_VERSION = tuple(int(x) for x in gym.__version__.split(".")[:2])
+
+
 def gymnasium_reference(mode, fns, seed=7):
     """Per step: (infos, terminations, truncations) of RecordEpisodeStatistics
-    over SyncVectorEnv."""
+    over SyncVectorEnv; skips the test where that wrapper is wrong (same-step
+    autoreset before gymnasium 1.4)."""
+    if mode == "same_step" and GYM_VERSION < (1, 4):
+        pytest.skip(
+            f"gymnasium {gym.__version__}'s RecordEpisodeStatistics miscounts under same-step "
+            "autoreset (fixed in 1.4, Gymnasium #1624): no reference to compare with"
+        )
     ref = RecordEpisodeStatistics(SyncVectorEnv(fns, autoreset_mode=AutoresetMode[mode.upper()]))
     try:
         ref.reset(seed=seed)
