@@ -881,6 +881,30 @@ def test_close_escalates_to_kill_and_leaves_no_zombie():
         assert not p.is_running()  # reaped, not a zombie
 
 
+def test_close_gives_workers_that_ignore_sigterm_one_second_in_all(tmp_path):
+    # Each env ignores SIGTERM and hangs in its step, one env per worker; a
+    # worker forked from a parent where SDL (pygame) caught SIGTERM does the same.
+    # Env i creates its marker file as it starts to hang.
+    marks = [tmp_path / f"env{i}" for i in range(4)]
+    fns = [
+        functools.partial(FaultEnv, i, "hang_ignoring_sigterm", i, 1, str(marks[i]))
+        for i in range(4)
+    ]
+    venv = vecenv.ShmemVecEnv(fns, envs_per_worker=1, context="fork")
+    venv.reset()
+    procs = [psutil.Process(p) for p in venv.env_method("pid")]
+    venv.step_async(ZEROS)
+    deadline = time.monotonic() + 30
+    while not all(m.exists() for m in marks) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(m.exists() for m in marks)
+    t0 = time.monotonic()
+    venv.close(timeout=0.3)  # then SIGTERM, which all four outlive, then SIGKILL
+    elapsed = time.monotonic() - t0
+    assert elapsed < 0.3 + 1.0 + 1.5, elapsed  # one second each would be 4.3 s
+    assert not any(p.is_running() for p in procs)
+
+
 def test_close_after_a_worker_died_and_garbage_collection():
     venv = make("exit", target=0, at=1)
     venv.reset()

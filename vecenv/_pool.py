@@ -144,8 +144,13 @@ class _Resources:
                     p.terminate()
                 except Exception:
                     pass
+            # One second for all of them, not one each: workers that outlive
+            # SIGTERM (an env ignores it, or a handler that a C library such as
+            # SDL installed in the parent came along with fork) cost a second
+            # in all, then SIGKILL.
+            until = time.monotonic() + 1.0
             for p in alive:
-                p.join(1.0)
+                p.join(max(0.0, until - time.monotonic()))
         for chan in self.chans:
             chan.close()
         self.ctrl = None
