@@ -80,11 +80,8 @@ class Stats:
         if self.batches == 0:
             return "no steps yet"
         busiest = max(self.worker_busy_s, default=0.0)
-        if self.in_process:
-            if self.caller_s > busiest:
-                return "policy-bound"
-            return "env-bound" if busiest >= 0.7 * self.in_call_s else "overhead-bound"
-        if self.caller_s > self.in_call_s:
+        # In process the envs run inside the calls: compare the caller with them.
+        if self.caller_s > (busiest if self.in_process else self.in_call_s):
             return "policy-bound"
         return "env-bound" if busiest >= 0.7 * self.in_call_s else "overhead-bound"
 

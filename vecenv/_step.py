@@ -65,21 +65,22 @@ class Steps:
         self.clock = _core.StepClock()  # the verbs' time and the caller's (stats())
 
     # ------------------------------------------------------------ timed verbs
-    # Each verb is timed by the clock (stats()); the work is in the _-methods,
-    # but for step's, inlined: the hot path.
+    # Each verb is timed by the clock (stats()): enter, the work (in the
+    # _-methods, but for step's, inlined: the hot path), then leave with the
+    # env-steps of the batch it returns (0 when it returns none or raises).
     def start(self, actions) -> None:
         """``step_async``: write the actions and dispatch every env's step."""
-        clock = self.clock
-        clock.enter()
+        self.clock.enter()
         try:
             self._start(actions)
         finally:
-            clock.leave(0)
+            self.clock.leave(0)
 
     def step(self, actions, wait_timeout: Optional[float]):
         """``step``: :meth:`start` and :meth:`finish` in one call."""
         clock = self.clock
         clock.enter()
+        got = 0
         try:
             fast = self.fast
             # The choice of :meth:`compiled`, inlined.
@@ -102,44 +103,40 @@ class Steps:
                     self.sent = True
                     r = fast.step(None, self.spin, SLICE_S, col.reset_infos, col.next_check)
                 result = self._result(r)
-        except BaseException:
-            clock.leave(0)
-            raise
-        clock.leave(self.num_envs)
-        return result
+            got = self.num_envs
+            return result
+        finally:
+            clock.leave(got)
 
     def finish(self, wait_timeout: Optional[float]):
         """``step_wait``: wait for every env, collect, the batch."""
-        clock = self.clock
-        clock.enter()
+        self.clock.enter()
+        got = 0
         try:
             result = self._finish(wait_timeout)
-        except BaseException:
-            clock.leave(0)
-            raise
-        clock.leave(self.num_envs)
-        return result
+            got = self.num_envs
+            return result
+        finally:
+            self.clock.leave(got)
 
     def send(self, actions, env_ids) -> None:
         """``send`` (see :meth:`_send`)."""
-        clock = self.clock
-        clock.enter()
+        self.clock.enter()
         try:
             self._send(actions, env_ids)
         finally:
-            clock.leave(0)
+            self.clock.leave(0)
 
     def recv(self, wait_timeout: Optional[float]):
         """``recv`` (see :meth:`_recv`)."""
-        clock = self.clock
-        clock.enter()
+        self.clock.enter()
+        got = 0
         try:
             result = self._recv(wait_timeout)
-        except BaseException:
-            clock.leave(0)
-            raise
-        clock.leave(0 if result is None else len(result[0][4]))
-        return result
+            got = 0 if result is None else len(result[0][4])
+            return result
+        finally:
+            self.clock.leave(got)
 
     def stats(self) -> _stats.Stats:
         """Where the time went (:class:`vecenv.Stats`)."""

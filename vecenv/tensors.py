@@ -58,11 +58,12 @@ class SharedTensors:
 def _engine(venv: Any) -> Any:
     """The ShmemVecEnv that owns the block behind ``venv`` (itself or its
     ``engine``), or InvalidArgumentError naming what ``venv`` is."""
+    from vecenv.multi_agent import MultiAgentVecEnv
     from vecenv.shmem_vec_env import ShmemVecEnv
 
     if isinstance(venv, ShmemVecEnv):
         return venv
-    if type(venv).__module__ == "vecenv.multi_agent":
+    if isinstance(venv, MultiAgentVecEnv):
         raise InvalidArgumentError(
             "shared_tensors(venv): a MultiAgentVecEnv's rows are agents, not the envs of its "
             "block; pass a ShmemVecEnv, vecenv.AsyncVectorEnv or vecenv.sb3.SubprocVecEnv"
