@@ -443,3 +443,27 @@ def test_other_arguments_are_checked_before_the_probe(counted, kwargs):
     with pytest.raises(InvalidArgumentError):
         vecenv.ShmemVecEnv([counted] * 2, num_workers="auto", **kwargs)
     assert counted.made == 0
+
+
+@pytest.mark.timeout(60)
+def test_workers_follow_the_caller_only_when_the_spin_was_not_chosen(monkeypatch):
+    # Layout.follow: on while the spin is the default and the workers do not
+    # outnumber the usable cores; off for a given spin, more workers than
+    # cores, and in process (nothing waits). Two cores, to hold on any machine.
+    monkeypatch.setattr(al, "usable_cpus", lambda: 2)
+    cases = [
+        ({"num_workers": 2}, al.FOLLOW_S),
+        ({"num_workers": 1}, al.FOLLOW_S),
+        ({"num_workers": 2, "spin": 200e-6}, 0.0),
+        ({"num_workers": 3}, 0.0),
+        ({"num_workers": 0}, 0.0),
+    ]
+    for kwargs, follow in cases:
+        venv = vecenv.make("vecenv/Noop-v0", 3, **kwargs)
+        try:
+            assert venv.layout.follow == follow, kwargs
+            if venv.layout.num_workers:
+                specs = venv._pool.specs  # what each worker process was told
+                assert [s.follow_s for s in specs] == [follow] * len(specs), kwargs
+        finally:
+            venv.close()

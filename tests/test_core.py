@@ -1,6 +1,8 @@
 """The Cython kernels of vecenv._core against NumPy references."""
 
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -8,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from vecenv import _core
+from vecenv import _core, _protocol
 
 DTYPES = [
     np.float16,
@@ -293,6 +295,51 @@ def test_control_worker_wait_sees_dispatch_and_messages():
     assert wk.message_seq(1) == 0
     op, status, ready, ticket = ctl.arrays()
     assert op.tolist() == [_core.OP_RESET] * 6
+
+
+def _first_sleep_after(follow_s, gap_s=0.02, gaps=12):
+    """Seconds from the last of ``gaps`` dispatches, ``gap_s`` apart, until a
+    worker thread waiting with ``worker_wait(spin_s=0, follow_s)`` marks its
+    slot SLEEPING."""
+    block, ctl, wk = _control()
+    words = np.frombuffer(block, dtype=np.uint32)
+    flag = (_protocol.Region.HEADER_BYTES // 4) + _protocol.SlotWord.SLEEPING
+    done = threading.Event()
+
+    def worker():
+        seq = 0
+        for _ in range(gaps + 1):
+            seq = wk.worker_wait(0, seq, 0.0, 10.0, follow_s)
+        done.set()
+
+    t = threading.Thread(target=worker, daemon=True)
+    t.start()
+    for _ in range(gaps):
+        time.sleep(gap_s)
+        ctl.dispatch_all(_core.OP_STEP)
+    last = time.monotonic()
+    while not words[flag] and time.monotonic() - last < 5.0:
+        time.sleep(0.0005)
+    slept = time.monotonic() - last if words[flag] else None
+    ctl.dispatch_all(_core.OP_STEP)
+    assert done.wait(10.0)
+    t.join()
+    del words
+    return slept
+
+
+@pytest.mark.timeout(60)
+def test_worker_wait_polls_through_the_callers_time_when_following():
+    # Commands every 20 ms: a following worker (follow_s 0.2) polls about
+    # 1.5 x its mean wait (16 ms after 12 waits from 0: about 24 ms) before it
+    # sleeps; without following (spin 0) it sleeps at once.
+    followed = _first_sleep_after(0.2)
+    assert followed is not None and followed >= 0.010, followed
+    assert _first_sleep_after(0.0) is not None
+    # A caller slower than follow_s (50 ms apart, follow_s 30 ms) is not
+    # followed: it sleeps at once, not after the 30 ms poll it would get.
+    slow = _first_sleep_after(0.03, gap_s=0.05)
+    assert slow is not None and slow < 0.020, slow
 
 
 def test_control_collect_all_counts_flagged():

@@ -81,6 +81,13 @@ PROBE_INFOS = 16
 
 #: The spin window chosen when spinning pays (ShmemVecEnv's own default).
 SPIN_S = 200e-6
+#: The longest caller's time between steps (a policy's forward pass) that a
+#: waiting worker polls through (Layout.follow). In CleanRL's PPO rollout loop
+#: on the 2-core VM (benchmarks/rollout.py, 2026-12-05) a policy of about
+#: 200 us outlasted the 200 us poll; one worker polling 1 ms gave 58k
+#: env-steps/s on CartPole x16 against 48k, and two workers 123k against
+#: 90k on CartPole x64.
+FOLLOW_S = 1e-3
 
 # The cost model, in microseconds (see the module docstring for the sources).
 PARENT_BATCH_US = 2.5  # parent's compiled step per batch (workers)
@@ -116,6 +123,12 @@ class Layout:
         Envs of the busiest worker (all envs when ``num_workers`` is 0).
     spin : float
         Seconds a waiting process polls before it sleeps (0: it sleeps at once).
+    follow : float
+        Seconds up to which a waiting worker's poll follows the caller's time
+        between two steps (the policy's): 1.5 times its recent mean, when
+        that is under ``follow`` (0: off). On by default (:data:`FOLLOW_S`)
+        while ``spin`` was not given and the workers do not outnumber the
+        usable cores.
     step_us : float or None
         Mean microseconds of one ``env.step`` (autoresets included) that the
         probe measured; None when the layout was not chosen by ``"auto"``.
@@ -132,6 +145,7 @@ class Layout:
     step_us: Optional[float] = None
     why: str = ""
     predicted_batch_us: Optional[float] = None
+    follow: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -678,6 +692,7 @@ def plan_layout(
     from vecenv._pool import plan_workers
 
     num_envs = len(env_fns)
+    spin_given = spin is not None
     auto = check_auto_workers(num_workers, envs_per_worker)
     chosen = "default" if num_workers is None and envs_per_worker is None else "given"
     inproc = in_process(num_workers, envs_per_worker)
@@ -702,6 +717,9 @@ def plan_layout(
             ranges = plan_workers(num_envs, layout.num_workers, None)
             spin = layout.spin if spin is None else spin
     workers = len(ranges)
+    # The poll follows the caller unless the user chose the spin, or the
+    # workers outnumber the cores (a polling worker would keep one waiting).
+    follow = FOLLOW_S if not spin_given and workers <= cpus and not inproc else 0.0
     if spin is None:
         spin = default_spin(workers, cpus)
     if inproc:
@@ -709,7 +727,9 @@ def plan_layout(
     cores = check_affinity(cpu_affinity, workers)
     n, per = 0 if inproc else workers, max(hi - lo for lo, hi in ranges)
     if auto:  # the probe's layout, with what the options decided
-        layout = dataclasses.replace(layout, num_workers=n, envs_per_worker=per, spin=float(spin))
+        layout = dataclasses.replace(
+            layout, num_workers=n, envs_per_worker=per, spin=float(spin), follow=follow
+        )
     else:
-        layout = Layout(n, per, float(spin), why=f"the {chosen} layout")
+        layout = Layout(n, per, float(spin), why=f"the {chosen} layout", follow=follow)
     return Plan(ranges, cores, layout)

@@ -126,7 +126,9 @@ class WorkerControl(ControlRegion):
     """
 
     def __init__(self, block: SharedBlock, num_envs: int, num_workers: int) -> None: ...
-    def worker_wait(self, worker: int, last_seq: int, spin_s: float, timeout_s: float) -> int:
+    def worker_wait(
+        self, worker: int, last_seq: int, spin_s: float, timeout_s: float, follow_s: float = ...
+    ) -> int:
         """The new cmd_seq, or WAIT_TIMED_OUT (-1) when ``timeout_s`` ran out."""
     def message_seq(self, worker: int) -> int: ...
     def take_ops(self, lo: int, hi: int) -> list[tuple[int, int]]:

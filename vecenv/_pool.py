@@ -233,8 +233,9 @@ class WorkerPool:
         The watchdog: seconds a post or a read may take (None: no limit).
     cores : list of int or None
         Core of each worker (``cpu_affinity``), or None: no pinning.
-    spin, autoreset_mode, check_rewards, check_spaces, check_observations
-        What each worker is told (:class:`vecenv._worker.WorkerSpec`).
+    spin, follow, autoreset_mode, check_rewards, check_spaces, check_observations
+        What each worker is told (:class:`vecenv._worker.WorkerSpec`;
+        ``follow`` is its ``follow_s``).
     """
 
     in_process = False
@@ -255,6 +256,7 @@ class WorkerPool:
         check_rewards: bool,
         check_spaces: bool,
         check_observations: bool = False,
+        follow: float = 0.0,
     ):
         self.resources = resources
         _track(resources)
@@ -279,6 +281,7 @@ class WorkerPool:
                 env_fns=cloudpickle.dumps(env_fns[lo:hi]),
                 parent_pid=os.getpid(),
                 spin_s=spin,
+                follow_s=follow,
                 autoreset_mode=autoreset_mode,
                 check_rewards=check_rewards,
                 check_spaces=check_spaces,

@@ -71,6 +71,9 @@ class WorkerSpec:
     env_fns: bytes  # cloudpickle.dumps(list of factories for envs lo..hi-1)
     parent_pid: int
     spin_s: float
+    # Poll up to this long to cover the caller's time between steps (0: off;
+    # WorkerControl.worker_wait, Layout.follow).
+    follow_s: float = 0.0
     autoreset_mode: str = "sb3"
     check_rewards: bool = False  # a non-finite reward is an error
     pdeathsig: bool = False  # ask the kernel to kill us when the parent dies
@@ -587,7 +590,7 @@ class _Loop:
         seq = self.seq
         handled = self.handled
         while True:
-            s = ctrl.worker_wait(spec.index, seq, spec.spin_s, PARENT_CHECK_S)
+            s = ctrl.worker_wait(spec.index, seq, spec.spin_s, PARENT_CHECK_S, spec.follow_s)
             if s < 0:
                 if not self.parent.alive():
                     return

@@ -138,13 +138,13 @@ class ShmemVecEnv(EngineVecEnv):
         WARNING) every 10 s.
     spin : float, optional
         Seconds a waiting process polls before sleeping on a futex. The poll
-        yields the CPU (``sched_yield``) after a few microseconds, so it never
-        starves a runnable process on its core, while its core stays awake and
-        answers a wake in microseconds instead of waiting out an idle halt
-        (tens of microseconds in a VM). Default: 200e-6 while num_workers is at
-        most twice the usable cores, else 0 (docs/internals.md has the
-        figures). The parent does not poll while at least as many workers as
-        usable cores are stepping: it would take a core from one of them.
+        yields the CPU (``sched_yield``), so it never starves a process on its
+        core, and a polling core answers a wake in microseconds, not the tens
+        of an idle halt in a VM. Default: 200e-6 up to two workers per usable
+        core, else 0; and while the workers do not outnumber the cores, a
+        worker polls through the caller's time between steps when that is
+        under 1 ms (``venv.layout.follow``). The parent does not poll while as
+        many workers as usable cores step (docs/internals.md has figures).
     autoreset_mode : {"sb3", "next_step", "same_step", "disabled"}
         What happens when an episode ends. "sb3" (default, as baselines and
         SB3): the env is reset in the same step, the returned observation is
@@ -739,6 +739,7 @@ def _make_pool(
         timeout=options.timeout,
         cores=plan.cores,
         spin=spin,
+        follow=plan.layout.follow,
         **kwargs,
     )
 
