@@ -39,11 +39,15 @@ def test_cli_measures_every_layout_and_peer_and_recommends(tmp_path):
     report = json.loads(out.read_text())
     layouts = bench.layout_candidates(4, report["usable_cores"])
     names = [x["name"] for x in report["results"]]
-    # Every mode: in process, each layout, auto, partial batches; then the peers.
-    assert names == ["vecenv"] * (len(layouts) + 3) + ["gym_sync", "gym_async"]
-    options = [x["options"] for x in report["results"][: len(layouts) + 3]]
-    assert [o["num_workers"] for o in options] == [0, *layouts, "auto", layouts[-1]]
-    assert options[-1]["batch_size"] == 2
+    # Every mode: in process, each layout, auto, partial batches (on the most
+    # workers and on one core fewer); then the peers.
+    cores = report["usable_cores"]
+    partial = sorted({layouts[-1], max(1, min(layouts[-1], cores - 1))}, reverse=True)
+    n_vecenv = len(layouts) + 2 + len(partial)
+    assert names == ["vecenv"] * n_vecenv + ["gym_sync", "gym_async"]
+    options = [x["options"] for x in report["results"][:n_vecenv]]
+    assert [o["num_workers"] for o in options] == [0, *layouts, "auto", *partial]
+    assert [o["batch_size"] for o in options[-len(partial) :]] == [2] * len(partial)
     for x in report["results"]:
         assert x["error"] is None and x["env_steps_per_s"] > 0, x
         # vecenv's where-the-time-went, from venv.stats(), for each of its modes.

@@ -17,7 +17,8 @@ imports the module that registers ``Id``), or ``module:factory`` /
 layout of :func:`layout_candidates` (``num_workers`` from 1 to the usable
 cores, the envs spread evenly: ``envs_per_worker`` = ``ceil(num_envs /
 num_workers)``), with ``num_workers="auto"`` and with partial batches of half
-the envs (``send``/``recv``); gymnasium's in-process ``SyncVectorEnv`` and its
+the envs (``send``/``recv``; on the most workers and on one core fewer, which
+leaves the policy a core); gymnasium's in-process ``SyncVectorEnv`` and its
 ``AsyncVectorEnv`` (one process per env). It prints a line per contender, then
 the recommendation for this machine, with where vecenv's time went
 (:meth:`vecenv.ShmemVecEnv.stats`).
@@ -268,7 +269,7 @@ def _timed_batches(venv, actions, seconds: float, warmup: float, policy) -> floa
 def _contenders(num_envs: int, cores: int, which: Sequence[str]):
     """(name, label, options) in measuring order: vecenv in process, each
     worker layout, ``num_workers="auto"``, partial batches of half the envs on
-    the most workers; then gymnasium's Sync and Async."""
+    the most workers and on one core fewer; then gymnasium's Sync and Async."""
     out: List[Any] = []
     if "vecenv" in which:
         out.append(("vecenv", "vecenv num_workers=0 (in process)", {"num_workers": 0}))
@@ -279,10 +280,14 @@ def _contenders(num_envs: int, cores: int, which: Sequence[str]):
             out.append(("vecenv", label, {"num_workers": w, "envs_per_worker": per}))
         out.append(("vecenv", 'vecenv num_workers="auto"', {"num_workers": "auto"}))
         if num_envs >= 2:
-            w, half = layouts[-1], num_envs // 2
-            label = f"vecenv num_workers={w}, batch_size={half} (partial batches)"
-            opts = {"num_workers": w, "envs_per_worker": math.ceil(num_envs / w)}
-            out.append(("vecenv", label, {**opts, "batch_size": half}))
+            # The most workers, and one core fewer: with partial batches the
+            # policy runs while workers step, on a core of its own (CartPole
+            # x64 in benchmarks/rollout.py: 1 worker 157k env-steps/s, 2 136k).
+            half = num_envs // 2
+            for w in sorted({layouts[-1], max(1, min(layouts[-1], cores - 1))}, reverse=True):
+                label = f"vecenv num_workers={w}, batch_size={half} (partial batches)"
+                opts = {"num_workers": w, "envs_per_worker": math.ceil(num_envs / w)}
+                out.append(("vecenv", label, {**opts, "batch_size": half}))
     if GYM_SYNC in which:
         out.append((GYM_SYNC, "gymnasium SyncVectorEnv (in-process)", {}))
     if GYM_ASYNC in which:
