@@ -450,6 +450,24 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
         True,
     ),
     "vecenv_1worker": ("vecenv 1 worker", lambda c: open_vecenv(c, num_workers=1), False, True),
+    "vecenv_async_1worker": (
+        "vecenv send/recv n/2, 1 worker",
+        lambda c: open_vecenv_partial(c, num_workers=1),
+        False,
+        True,
+    ),
+    "vecenv_1worker_spin1ms": (
+        "vecenv 1 worker, spin=1 ms",
+        lambda c: open_vecenv(c, num_workers=1, spin=1e-3),
+        False,
+        True,
+    ),
+    "vecenv_async_1worker_spin1ms": (
+        "vecenv send/recv n/2, 1 worker, spin=1 ms",
+        lambda c: open_vecenv_partial(c, num_workers=1, spin=1e-3),
+        False,
+        True,
+    ),
     "vecenv_async_spin0": (
         "vecenv send/recv n/2, spin=0",
         lambda c: open_vecenv_partial(c, spin=0.0),
