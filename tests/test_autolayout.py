@@ -13,6 +13,7 @@ import pytest
 import vecenv
 import vecenv.envs  # registers the vecenv/ ids
 from vecenv import _autolayout as al
+from vecenv import _pool
 from vecenv.errors import InvalidArgumentError
 
 
@@ -465,5 +466,28 @@ def test_workers_follow_the_caller_only_when_the_spin_was_not_chosen(monkeypatch
             if venv.layout.num_workers:
                 specs = venv._pool.specs  # what each worker process was told
                 assert [s.follow_s for s in specs] == [follow] * len(specs), kwargs
+        finally:
+            venv.close()
+
+
+@pytest.mark.timeout(60)
+def test_partial_batches_leave_a_core_to_the_policy_by_default(monkeypatch):
+    # batch_size < num_envs without a layout: one worker per core but one (at
+    # least one); a given layout, or lockstep, is left as it was.
+    for cores, want in ((4, 3), (2, 1), (1, 1)):
+        monkeypatch.setattr(al, "usable_cpus", lambda c=cores: c)
+        monkeypatch.setattr(_pool, "usable_cpus", lambda c=cores: c)
+        venv = vecenv.make("vecenv/Noop-v0", 8, batch_size=4)
+        try:
+            assert venv.layout.num_workers == want, (cores, venv.layout)
+            assert venv.layout.why == "the default partial-batch layout"
+        finally:
+            venv.close()
+    monkeypatch.setattr(al, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(_pool, "usable_cpus", lambda: 2)
+    for kwargs, want in (({"batch_size": 4, "num_workers": 2}, 2), ({"batch_size": 8}, 2)):
+        venv = vecenv.make("vecenv/Noop-v0", 8, **kwargs)
+        try:
+            assert venv.layout.num_workers == want, kwargs
         finally:
             venv.close()

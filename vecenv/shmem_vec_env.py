@@ -92,14 +92,14 @@ class ShmemVecEnv(EngineVecEnv):
         The spaces every env must have; checked against the envs' own.
     num_workers, envs_per_worker : int, optional
         Worker layout (give one or neither). Default: one worker per usable
-        CPU core, envs spread evenly. Each worker steps its envs in order.
+        core (one fewer, at least one, with ``batch_size`` < num_envs: the
+        policy runs while workers step), envs spread evenly, in order.
         ``num_workers="auto"`` (without envs_per_worker): build one env from
-        ``env_fns[0]`` in this process, time its reset and up to 0.1 s of
-        steps, close it, and choose in-process (``num_workers=0``, unless
-        ``timeout``, ``cpu_affinity`` or ``on_worker_death="restart"`` is
-        given) or the workers, and ``spin`` (unless given), from that cost,
-        the observation size and the usable cores. The choice is
-        ``self.layout`` (as for every layout) and is logged (logger
+        ``env_fns[0]`` here, time its reset and up to 0.1 s of steps, close
+        it, and choose in-process (``num_workers=0``, unless ``timeout``,
+        ``cpu_affinity`` or ``on_worker_death="restart"`` is given) or the
+        workers, and ``spin`` (unless given), from that cost, the observation
+        size and the usable cores: ``self.layout``, logged (logger
         ``"vecenv"``, INFO).
         ``num_workers=0``: no worker process; the envs are built and stepped
         in the calling process, in order, by the same engine (same API,
@@ -293,6 +293,7 @@ class ShmemVecEnv(EngineVecEnv):
             env_fns,
             num_workers=num_workers,
             envs_per_worker=envs_per_worker,
+            batch_size=batch_size,
             spin=spin,
             timeout=timeout,
             cpu_affinity=cpu_affinity,
