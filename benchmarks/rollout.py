@@ -184,17 +184,17 @@ class Policy:
         if isinstance(rows, slice):  # a view of the buffer: write in place
             buf = self.obs[t, rows]
             buf.copy_(x)
-        else:  # scattered rows: index_put, then act on the batch itself
-            self.obs[t, rows] = x
-            buf = x
+        else:  # scattered rows: index_put (same dtypes), then act on the batch itself
+            buf = x.to(self.obs.dtype)
+            self.obs[t, rows] = buf
         with torch.no_grad():
             h = self._features(buf)
             dist = self._dist(h)
             a = dist.sample()
             lp = dist.log_prob(a)
             self.values[t, rows] = self.critic(h).squeeze(-1)
-        self.actions[t, rows] = a
-        self.logprobs[t, rows] = lp if self.discrete else lp.sum(-1)
+        self.actions[t, rows] = a.to(self.actions.dtype)
+        self.logprobs[t, rows] = (lp if self.discrete else lp.sum(-1)).to(self.logprobs.dtype)
         out = a.numpy()
         if not self.discrete:
             out = np.clip(out, self.low, self.high).astype(np.float32)
