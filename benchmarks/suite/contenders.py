@@ -220,9 +220,15 @@ def _open_vecenv_auto(ctx: Ctx) -> Session:
 
 def _open_vecenv_async(ctx: Ctx) -> Session:
     import vecenv
+    from vecenv._cpus import usable_cpus
 
     bs = max(1, ctx.num_envs // 2)
-    venv = vecenv.ShmemVecEnv([ctx.spec.factory()] * ctx.num_envs, batch_size=bs)
+    # The env alone, no policy between the calls: one worker per core (the
+    # default for partial batches leaves a core to a policy; rollout.py times that).
+    workers = min(ctx.num_envs, usable_cpus())
+    venv = vecenv.ShmemVecEnv(
+        [ctx.spec.factory()] * ctx.num_envs, batch_size=bs, num_workers=workers
+    )
     try:
         venv.seed(ctx.seed)
         s = VecenvAsyncSession(venv, ctx.actions)
