@@ -298,32 +298,41 @@ def test_control_worker_wait_sees_dispatch_and_messages():
 
 
 def _first_sleep_after(follow_s, gap_s=0.02, gaps=12):
-    """Seconds from the last of ``gaps`` dispatches, ``gap_s`` apart, until a
-    worker thread waiting with ``worker_wait(spin_s=0, follow_s)`` marks its
-    slot SLEEPING."""
+    """Seconds from the moment a worker thread (``worker_wait(spin_s=0,
+    follow_s)``) came back from the last of ``gaps`` commands, each sent
+    ``gap_s`` after it came back from the one before, until it marks its slot
+    SLEEPING in the next wait; None if it did not within 5 s."""
     block, ctl, wk = _control()
     words = np.frombuffer(block, dtype=np.uint32)
     flag = (_protocol.Region.HEADER_BYTES // 4) + _protocol.SlotWord.SLEEPING
-    done = threading.Event()
+    seen = []  # cmd_seq returned by each wait, appended by the worker thread
 
     def worker():
         seq = 0
         for _ in range(gaps + 1):
             seq = wk.worker_wait(0, seq, 0.0, 10.0, follow_s)
-        done.set()
+            seen.append(seq)
+
+    def back_from(n):  # one command in flight at a time: none is missed
+        deadline = time.monotonic() + 10.0
+        while len(seen) < n and time.monotonic() < deadline:
+            time.sleep(0.0002)
+        assert len(seen) >= n, (n, seen)
 
     t = threading.Thread(target=worker, daemon=True)
     t.start()
-    for _ in range(gaps):
+    for k in range(gaps):
         time.sleep(gap_s)
         ctl.dispatch_all(_core.OP_STEP)
+        back_from(k + 1)
     last = time.monotonic()
     while not words[flag] and time.monotonic() - last < 5.0:
         time.sleep(0.0005)
     slept = time.monotonic() - last if words[flag] else None
     ctl.dispatch_all(_core.OP_STEP)
-    assert done.wait(10.0)
-    t.join()
+    t.join(10.0)
+    assert not t.is_alive()
+    assert len(seen) == gaps + 1 and min(seen) >= 0 and seen == sorted(seen), seen
     del words
     return slept
 
@@ -336,10 +345,10 @@ def test_worker_wait_polls_through_the_callers_time_when_following():
     followed = _first_sleep_after(0.2)
     assert followed is not None and followed >= 0.010, followed
     assert _first_sleep_after(0.0) is not None
-    # A caller slower than follow_s (50 ms apart, follow_s 30 ms) is not
-    # followed: it sleeps at once, not after the 30 ms poll it would get.
-    slow = _first_sleep_after(0.03, gap_s=0.05)
-    assert slow is not None and slow < 0.020, slow
+    # A caller slower than follow_s (100 ms apart, follow_s 60 ms) is not
+    # followed: it sleeps at once, not after the 60 ms poll it would get.
+    slow = _first_sleep_after(0.06, gap_s=0.1)
+    assert slow is not None and slow < 0.030, slow
 
 
 def test_control_collect_all_counts_flagged():
