@@ -792,7 +792,7 @@ cdef class WorkerControl(ControlRegion):
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         cdef uint32_t* s = self._slot(worker)
         cdef uint32_t v
-        cdef double start = 0.0, left, gap = 0.0
+        cdef double start = 0.0, now = 0.0, left
         cdef double window = spin_s
         cdef int timed_out = 0
         cdef unsigned long spins = 0
@@ -803,11 +803,14 @@ cdef class WorkerControl(ControlRegion):
         with nogil:
             v = ve_load(&s[P.SLOT_CMD_SEQ])
             if v == last_seq:
-                start = ve_now()
-                while v == last_seq and ve_now() - start < window:
+                start = now = ve_now()
+                # ``now`` is the last clock read: the wait's length when the
+                # poll ends it (no extra read on the fast path).
+                while v == last_seq and now - start < window:
                     ve_spin_step(spins)
                     spins += 1
                     v = ve_load(&s[P.SLOT_CMD_SEQ])
+                    now = ve_now()
                 while v == last_seq:
                     ve_store(&s[P.SLOT_SLEEPING], 1)
                     v = ve_load(&s[P.SLOT_CMD_SEQ])
@@ -819,10 +822,10 @@ cdef class WorkerControl(ControlRegion):
                         break
                     ve_futex_wait(&s[P.SLOT_CMD_SEQ], v, left)
                     v = ve_load(&s[P.SLOT_CMD_SEQ])
+                    now = ve_now()
                 ve_store(&s[P.SLOT_SLEEPING], 0)
-                gap = ve_now() - start
         if follow_s > 0.0:
-            self.gap_est += (min(gap, 2.0 * follow_s) - self.gap_est) * 0.125
+            self.gap_est += (min(now - start, 2.0 * follow_s) - self.gap_est) * 0.125
         if timed_out:
             return P.WAIT_TIMED_OUT
         return <Py_ssize_t>v
