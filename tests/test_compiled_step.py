@@ -314,8 +314,12 @@ def test_views_of_a_block_stay_valid_until_its_envs_are_sent(monkeypatch):
 
 
 def test_gathered_batches_reuse_one_buffer_with_copy_false(monkeypatch):
-    # 4 workers of 2 envs, batches of 4: two workers' blocks, not adjacent in general.
-    with _make(monkeypatch, "compiled", _fns(8), num_workers=4, batch_size=4, copy=False) as venv:
+    # 4 workers of 2 envs, batches of 4. The envs of workers 1 and 3 sleep
+    # 20 ms a step, so the fast workers 0 and 2 (envs 0, 1, 4, 5: two blocks
+    # that are not adjacent) come back together: left to the scheduler, the
+    # batches were sometimes all adjacent pairs of workers (seen on a loaded CI run).
+    fns = [functools.partial(ScriptEnv, i, sleep_s=0.02 * ((i // 2) % 2)) for i in range(8)]
+    with _make(monkeypatch, "compiled", fns, num_workers=4, batch_size=4, copy=False) as venv:
         venv.reset()
         gathered = 0
         for t in range(30):
