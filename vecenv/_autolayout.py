@@ -701,7 +701,8 @@ def plan_layout(
     num_envs = len(env_fns)
     spin_given = spin is not None
     auto = check_auto_workers(num_workers, envs_per_worker)
-    chosen = "default" if num_workers is None and envs_per_worker is None else "given"
+    defaulted = num_workers is None and envs_per_worker is None
+    chosen = "default" if defaulted else "given"
     inproc = in_process(num_workers, envs_per_worker)
     cpus = usable_cpus()
     if inproc:  # the envs step in this process, as one worker's
@@ -709,7 +710,7 @@ def plan_layout(
         ranges = [(0, num_envs)]
     else:
         given = None if isinstance(num_workers, str) else num_workers
-        if chosen == "default" and batch_size is not None and batch_size < num_envs:
+        if defaulted and batch_size is not None and batch_size < num_envs:
             given, chosen = max(1, cpus - 1), "default partial-batch"
         ranges = plan_workers(num_envs, given, envs_per_worker)
     if auto:

@@ -587,10 +587,12 @@ class _Loop:
 
     def run(self) -> None:
         spec, ctrl = self.spec, self.ctrl
+        index, lo, hi = spec.index, spec.lo, spec.hi
+        spin_s, follow_s = spec.spin_s, spec.follow_s
         seq = self.seq
         handled = self.handled
         while True:
-            s = ctrl.worker_wait(spec.index, seq, spec.spin_s, PARENT_CHECK_S, spec.follow_s)
+            s = ctrl.worker_wait(index, seq, spin_s, PARENT_CHECK_S, follow_s)
             if s < 0:
                 if not self.parent.alive():
                     return
@@ -599,8 +601,8 @@ class _Loop:
             # Take the ops first, then read the message count: the parent posts
             # a message (reset kwargs, ...) before it dispatches the ops that
             # depend on it, so every message those ops need is counted here.
-            ops = ctrl.take_ops(spec.lo, spec.hi)
-            posted = ctrl.message_seq(spec.index)
+            ops = ctrl.take_ops(lo, hi)
+            posted = ctrl.message_seq(index)
             while handled != posted:
                 handled = (handled + 1) & 0xFFFFFFFF
                 msg = _recv(self.conn, self.parent)
