@@ -21,15 +21,20 @@ from vecenv.errors import InvalidArgumentError
 @pytest.mark.parametrize(
     "step_us, obs_bytes, num_envs, cores, inprocess, workers",
     [
-        # A noop-like env (0.3 us): in process when it can (measured on 2
-        # cores with the compiled paths, 16 envs: in process 1.07M
-        # env-steps/s, 1 worker 0.80M, 2 workers 0.70M; 256 envs: 2.05M,
-        # 2 workers 1.80M); otherwise one worker at 16 envs, both cores at 256.
+        # A noop-like env (0.3 us): in process when it can, up to 64 envs
+        # (measured on 2 cores, 2026-12-05, 16 envs: in process 1.48M
+        # env-steps/s, 1 worker 0.98M, 2 workers 0.97M); otherwise one
+        # worker at 16 envs; both cores at 256 (2 workers 2.62M, in process 1.95M).
         (0.3, 16, 16, 2, True, 0),
         (0.3, 16, 16, 2, False, 1),
-        (0.3, 16, 256, 2, True, 0),
+        (0.3, 16, 256, 2, True, 2),
         (0.3, 16, 256, 2, False, 2),
-        # CartPole-like (6 us): both cores from 16 envs (165k against 136k in process).
+        # CartPole-like (7 us): in process at 4 envs (106k env-steps/s
+        # against 88k with 2 workers: a batch this short pays the parent's
+        # turn on a worker's core), both cores from 8 envs (123k against
+        # 112k in process) and at 16 (153k against 121k).
+        (7.4, 16, 4, 2, True, 0),
+        (7.4, 16, 8, 2, True, 2),
         (6.0, 16, 16, 2, True, 2),
         (6.0, 16, 256, 2, False, 2),
         # bigobs (28 KiB frames): in process (16 envs: 353k env-steps/s,

@@ -304,16 +304,21 @@ def test_targets_pass_short_and_missing_from_the_runs_own_ratios(suite):
     assert t["status"] == "pass" and t["value"] == pytest.approx(1.1)
     assert t["who"] == "vecenv_async / vecenv_best"
     assert one("ALE/Pong-v5 x16: best vecenv / envpool_async")["status"] == "missing"
-    # auto / best of the other layouts and gym_sync, per cell: noop x16 1.35
-    # (against vecenv), noop x256 1.0/1.1, CartPole x16 198/210 (gym_sync).
+    # auto's layout / the best layout, per cell: noop x16 auto's own (1 worker,
+    # 540k against vecenv's 400k); noop x256 auto's layout is vecenv_best's
+    # (2 workers of 128), one layout measured twice, 1.0; CartPole x16 the
+    # same, (198k, 200k) pooled against gym_sync's 210k.
     t = one("every cell: vecenv_auto")
-    assert t["status"] == "short" and t["value"] == pytest.approx(1.0 / 1.1)
-    assert [(c["env"], c["num_envs"], c["best"]) for c in t["cells"]] == [
-        ("noop", 16, "vecenv"),
-        ("noop", 256, "vecenv_best"),
-        ("CartPole-v1", 16, "gym_sync"),
+    assert t["status"] == "short" and t["value"] == pytest.approx(199 / 210)
+    assert [(c["env"], c["num_envs"], c["best"], c["value"]) for c in t["cells"]] == [
+        ("noop", 16, "vecenv_auto", 1.0),
+        ("noop", 256, "vecenv_auto+vecenv_best", 1.0),
+        ("CartPole-v1", 16, "gym_sync", pytest.approx(199 / 210)),
     ]
-    assert "lowest at noop x256" in t["who"] and "2 of 3 cells below" in t["who"]
+    # The contenders' own medians stay in the JSON: auto 1.0M / vecenv_best 1.1M.
+    assert t["cells"][1]["contender_value"] == pytest.approx(1.0 / 1.1)
+    assert t["cells"][1]["contender_best"] == "vecenv_best"
+    assert "lowest at CartPole-v1 x16" in t["who"] and "1 of 3 cells below" in t["who"]
     # No measured 1-worker contender at noop x256: vecenv_best's trial of 1
     # worker, 1/1e6 - 1/2.5e6 s = 0.6 us per env-step.
     t = one("noop x256: worker overhead")
@@ -328,6 +333,41 @@ def test_worker_overhead_prefers_a_measured_one_worker_contender(suite):
     t = suite.targets.evaluate_target(report, target)
     assert t["value"] == pytest.approx(1e6 / 2e6 - 1e6 / 2.5e6)  # 0.1 us
     assert t["status"] == "pass" and t["who"] == "vecenv (1 worker)"
+
+
+def test_auto_target_pools_the_rounds_of_one_layout(suite):
+    """vecenv_auto and vecenv_best ran one layout: its rate is the median of
+    both contenders' rounds, and it is compared with the other layouts, not
+    with the luckier of its own two measurements."""
+
+    def entry(contender, rounds, **layout):
+        e = _entry("CartPole-v1", 8, contender, sorted(rounds)[len(rounds) // 2], **layout)
+        e["env_steps_per_s"]["rounds"] = rounds
+        return e
+
+    same = dict(num_workers=2, envs_per_worker=4, spin_s=2e-4)
+    report = {
+        "cells": [{"env": "CartPole-v1", "num_envs": 8}],
+        "results": [
+            entry("vecenv_auto", [90e3, 100e3, 110e3], **same),
+            entry("vecenv_best", [100e3, 105e3, 120e3], **same),
+            entry("vecenv_inprocess", [95e3, 96e3, 97e3], num_workers=0, envs_per_worker=8),
+            entry("gym_sync", [60e3, 61e3, 62e3]),
+        ],
+    }
+    (target,) = [t for t in suite.targets.TARGETS if t.kind == "auto_vs_best"]
+    t = suite.targets.evaluate_target(report, target)
+    (c,) = t["cells"]
+    assert c["contender_value"] == pytest.approx(100 / 105)  # the contenders alone: short
+    assert c["value"] == 1.0 and c["best"] == "vecenv_auto+vecenv_best"
+    assert t["status"] == "pass"
+    # Had auto chosen in process: 96k (its rounds and vecenv_inprocess's)
+    # against vecenv_best's 105k.
+    report["results"][0] = entry(
+        "vecenv_auto", [95e3, 96e3, 97e3], num_workers=0, envs_per_worker=8
+    )
+    t = suite.targets.evaluate_target(report, target)
+    assert t["cells"][0]["value"] == pytest.approx(96 / 105) and t["status"] == "short"
 
 
 def test_auto_target_is_missing_without_vecenv_auto(suite):

@@ -16,20 +16,30 @@ Two parts, kept apart so the decision can be tested without timing anything:
   needs worker processes), envs per worker, and whether to spin.
 
 The cost model predicts the microseconds of one lockstep batch for each
-candidate and takes the cheapest. Its constants come from a sweep on the
-project's 2-core VM (2026-12-01, with the compiled worker round and the
-compiled parent step; noop, bigobs, CartPole-v1, HalfCheetah-v5, heavytail at
-2 and 16 envs; in process, 1, 2, 4 and 16 workers, gymnasium's SyncVectorEnv;
-the VM loaded by other sessions, so ratios measured alternately in one run):
+candidate and takes the cheapest. Its constants come from sweeps on the
+project's 2-core VM: first 2026-12-01 (with the compiled worker round and
+the compiled parent step; noop, bigobs, CartPole-v1, HalfCheetah-v5,
+heavytail at 2 and 16 envs; in process, 1, 2, 4 and 16 workers, gymnasium's
+SyncVectorEnv; the VM loaded by other sessions, so ratios measured
+alternately in one run), then refitted on 2026-12-05 to the benchmark suite's
+28 cells (``benchmarks/run.py --contenders
+vecenv,vecenv_best,vecenv_auto,vecenv_inprocess,gym_sync``: in process, 1
+and 2 workers measured in every cell, the VM otherwise idle):
 
-* parent, per batch: about 2.5 us (the compiled step) plus 0.15 us per env,
+* parent, per batch: about 2.5 us (the compiled step) plus 0.05 us per env,
   plus 4e-5 us per observation byte (its copy out of shared memory);
-* worker, per env-step beyond ``env.step``: about 0.2 us (the compiled
+* worker, per env-step beyond ``env.step``: about 0.1 us (the compiled
   round) plus 1e-4 us per observation byte (its write into shared memory);
-* waking the workers: about 4 us plus 1 us per further worker, 9 us more
-  when the parent shares a core with a worker, 5 us per worker beyond the
-  cores (a context switch), 40 us per worker and busy core (below);
-* in-process: about 7 us per batch (the engine's Python parent path) plus
+* a step of one env among many: 1.12 times the probe's (one env, hot in
+  the caches; in process, CartPole-v1 x64 ran 7.8 us per env-step where
+  the probe measured 6.9, ALE/Pong-v5 x16 288 against 244);
+* waking the workers: about 4 us plus 1 us per further worker, 22 us more
+  when the parent shares a core with a worker (2 workers on 2 cores:
+  CartPole-v1 x4 cost 46 us per batch against 38 in process, while the
+  same workers' share of it is about 17 us; how much more varies from run
+  to run: a later run measured 29 us), 5 us per worker beyond the cores (a
+  context switch), 40 us per worker and busy core (below);
+* in-process: about 4 us per batch (the engine's Python parent path) plus
   0.1 us per env-step beyond ``env.step`` and 6.4e-5 us per observation byte;
 * infos: pickling and unpickling each non-empty one (timed by the probe;
   the worker's dumps, the parent's loads, in process both), plus 12 us per
@@ -91,17 +101,18 @@ FOLLOW_S = 1e-3
 
 # The cost model, in microseconds (see the module docstring for the sources).
 PARENT_BATCH_US = 2.5  # parent's compiled step per batch (workers)
-PARENT_ENV_US = 0.15  # parent's work per env per batch step
-WORKER_ENV_US = 0.2  # worker's compiled round per env-step beyond env.step
+PARENT_ENV_US = 0.05  # parent's work per env per batch step
+WORKER_ENV_US = 0.1  # worker's compiled round per env-step beyond env.step
 WAKE_SPIN_US = 4.0  # waking one polling worker and seeing its answer
 WAKE_SPIN_PER_WORKER_US = 1.0  # each further polling worker
-SHARED_CORE_US = 9.0  # the parent polls on a core a worker needs
+SHARED_CORE_US = 22.0  # the parent polls on a core a worker needs
 OVERSUBSCRIBED_US = 5.0  # a context switch per worker beyond the cores
 COPY_WORKER_US_PER_BYTE = 1.0e-4  # a worker's write of an observation
 COPY_PARENT_US_PER_BYTE = 4.0e-5  # the parent's copy of one, for every env
-INPROC_BATCH_US = 7.0  # the in-process loop's cost per batch step
+INPROC_BATCH_US = 4.0  # the in-process loop's cost per batch step
 INPROC_ENV_US = 0.1  # ... and per env-step beyond env.step
 COPY_INPROC_US_PER_BYTE = 6.4e-5
+STEP_SCALE = 1.12  # a step of one env among many, per step of the probe's one hot env
 INFO_MSG_US = 12.0  # a worker's round message of infos: its send, the parent's receipt
 INFO_MSG_INPROC_US = 1.0  # ... in process (kept, not sent)
 INFO_DUMPS_SHARE = 0.75  # of an info's pickle round trip, the dumps (the worker's part)
@@ -549,16 +560,17 @@ def choose_layout(
             f"got {info_fraction}, {info_us}"
         )
     info = (info_fraction, info_us)
+    cost_us = step_us * STEP_SCALE  # the probe's one hot env, as one of many
     # Other tasks count as far as they took the CPU from the probe (a probe
     # that kept its core saw no contention, whatever the runnable count).
     busy_cores = min(busy_cores, cores * (1.0 / max(cpu_fraction, MIN_CPU_FRACTION) - 1.0))
     # (predicted us, num_workers, spin); fewer workers first, so a tie keeps fewer.
     cands: List[Tuple[float, int, float]] = []
     if inprocess:
-        cands.append((_inprocess_cost(step_us, obs_bytes, num_envs, *info), 0, 0.0))
+        cands.append((_inprocess_cost(cost_us, obs_bytes, num_envs, *info), 0, 0.0))
     for w in candidate_workers(num_envs, cores, cpu_fraction):
         cost, spin = _workers_cost(
-            step_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info, busy_cores
+            cost_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info, busy_cores
         )
         cands.append((cost, w, spin))
     ranked = sorted(cands, key=lambda c: c[0])
