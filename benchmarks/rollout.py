@@ -18,8 +18,9 @@ PufferLib's ``Multiprocessing`` backend, and vecenv: its default layout, in
 process (``num_workers=0``), ``num_workers="auto"`` and partial batches
 (``batch_size=num_envs//2``: the policy acts on one half while the other half
 steps, with ``recv``/``send``). Opt-in variants (``--contenders``) help find
-where the default layout loses time: ``spin=0``, one worker, partial batches
-with ``spin=0``. The peers that are not installed are skipped with a note.
+where the default layout loses time: ``spin=0``, ``spin`` of 1 ms, one
+worker, workers pinned (``cpu_affinity=True``), partial batches with
+``spin=0``. The peers that are not installed are skipped with a note.
 
 Each cell reports the median env-steps/s of its rounds (the order rotates each
 round) with their spread, and the 2-core bound measured in the same run::
@@ -446,6 +447,12 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
     "vecenv_async_spin1ms": (
         "vecenv send/recv n/2, spin=1 ms",
         lambda c: open_vecenv_partial(c, spin=1e-3),
+        False,
+        True,
+    ),
+    "vecenv_pinned": (
+        "vecenv default, cpu_affinity=True",
+        lambda c: open_vecenv(c, cpu_affinity=True),
         False,
         True,
     ),
