@@ -36,9 +36,9 @@ and 2 workers measured in every cell, the VM otherwise idle):
 * waking the workers: about 4 us plus 1 us per further worker, 22 us more
   when the parent shares a core with a worker (2 workers on 2 cores:
   CartPole-v1 x4 cost 46 us per batch against 38 in process, while the
-  same workers' share of it is about 17 us; how much more varies from run
-  to run: a later run measured 29 us), 5 us per worker beyond the cores (a
-  context switch), 40 us per worker and busy core (below);
+  workers' own steps took about 17 us of it; the excess varies from run to
+  run: the same batch took 29 us in a later run), 5 us per worker beyond
+  the cores (a context switch), 40 us per worker and busy core (below);
 * in-process: about 4 us per batch (the engine's Python parent path) plus
   0.1 us per env-step beyond ``env.step`` and 6.4e-5 us per observation byte;
 * infos: pickling and unpickling each non-empty one (timed by the probe;
@@ -560,17 +560,17 @@ def choose_layout(
             f"got {info_fraction}, {info_us}"
         )
     info = (info_fraction, info_us)
-    cost_us = step_us * STEP_SCALE  # the probe's one hot env, as one of many
+    env_us = step_us * STEP_SCALE  # the probe's one hot env, as one of many
     # Other tasks count as far as they took the CPU from the probe (a probe
     # that kept its core saw no contention, whatever the runnable count).
     busy_cores = min(busy_cores, cores * (1.0 / max(cpu_fraction, MIN_CPU_FRACTION) - 1.0))
     # (predicted us, num_workers, spin); fewer workers first, so a tie keeps fewer.
     cands: List[Tuple[float, int, float]] = []
     if inprocess:
-        cands.append((_inprocess_cost(cost_us, obs_bytes, num_envs, *info), 0, 0.0))
+        cands.append((_inprocess_cost(env_us, obs_bytes, num_envs, *info), 0, 0.0))
     for w in candidate_workers(num_envs, cores, cpu_fraction):
         cost, spin = _workers_cost(
-            cost_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info, busy_cores
+            env_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info, busy_cores
         )
         cands.append((cost, w, spin))
     ranked = sorted(cands, key=lambda c: c[0])

@@ -134,14 +134,13 @@ def evaluate_target(report, t: Target) -> Dict[str, Any]:
             if auto is None or best is None:
                 continue
             rates = _layout_rates([auto, *others])
-            mine = rates[_layout_key(auto)]
-            best_key = max(rates, key=lambda k: rates[k][0])
+            best_rate, best_names = max(rates.values())
             cells.append(
                 {
                     "env": c["env"],
                     "num_envs": c["num_envs"],
-                    "value": mine[0] / rates[best_key][0],
-                    "best": rates[best_key][1],
+                    "value": rates[_layout_key(auto)][0] / best_rate,
+                    "best": best_names,
                     "auto_layout": (auto.get("layout") or {}).get("num_workers"),
                     # The contenders alone: auto's median over the fastest other's.
                     "contender_value": rate(auto) / rate(best),
