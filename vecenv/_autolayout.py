@@ -33,17 +33,26 @@ and 2 workers measured in every cell, the VM otherwise idle):
 * a step of one env among many: 1.12 times the probe's (one env, hot in
   the caches; in process, CartPole-v1 x64 ran 7.8 us per env-step where
   the probe measured 6.9, ALE/Pong-v5 x16 288 against 244);
-* waking the workers: about 4 us plus 1 us per further worker, 22 us more
-  when the parent shares a core with a worker (2 workers on 2 cores:
-  CartPole-v1 x4 cost 46 us per batch against 38 in process, while the
-  workers' own steps took about 17 us of it; the excess varies from run to
-  run: the same batch took 29 us in a later run), 5 us per worker beyond
-  the cores (a context switch), 40 us per worker and busy core (below);
+* waking the workers: about 4 us plus 1 us per further worker, up to 22 us
+  more when the parent shares a core with a worker, in proportion to the
+  env's step up to 2 us (the measured excess over the rest of the model,
+  2 workers on 2 cores, four suite runs: 4 to 30 us per batch for
+  CartPole-v1 at 4 to 16 envs, whose steps take about 7 us, varying from
+  run to run; 0 to 5 us for noop, 0.4 us a step, at 2 to 64 envs, which is
+  why 2 workers ran noop x64 at 0.99 to 1.08 times in process), 5 us per
+  worker beyond the cores (a context switch), 40 us per worker and busy
+  core (below);
 * in-process: about 4 us per batch (the engine's Python parent path) plus
   0.1 us per env-step beyond ``env.step`` and 6.4e-5 us per observation byte;
-* infos: pickling and unpickling each non-empty one (timed by the probe;
-  the worker's dumps, the parent's loads, in process both), plus 12 us per
-  worker whose round has any (its message).
+* infos, through workers: pickling and unpickling each non-empty one, at
+  half the round trip the probe times on one info alone (a worker pickles
+  its round's infos as one list: HalfCheetah-v5's info of four NumPy
+  scalars took 6.8 us a round trip in a list of 8, 15.2 alone), the
+  worker's dumps and the parent's loads; plus 40 us per worker whose round
+  has any (its message, received and unpickled: fitted to HalfCheetah-v5
+  at 2 to 16 envs, 2 workers, in six suite runs, where 12 us chose in
+  process at 16 envs, 0.85 of 2 workers, in one). In process, infos stay
+  by reference: 1 us a batch.
 
 The busiest worker's share of a batch is its envs' wall time, but no less
 than the CPU time of all envs spread over the cores. The probe measures the
@@ -105,7 +114,8 @@ PARENT_ENV_US = 0.05  # parent's work per env per batch step
 WORKER_ENV_US = 0.1  # worker's compiled round per env-step beyond env.step
 WAKE_SPIN_US = 4.0  # waking one polling worker and seeing its answer
 WAKE_SPIN_PER_WORKER_US = 1.0  # each further polling worker
-SHARED_CORE_US = 22.0  # the parent polls on a core a worker needs
+SHARED_CORE_US = 22.0  # the parent polls on a core a worker needs, for envs whose
+SHARED_CORE_STEP_US = 2.0  # ... step takes this long or more (shorter: in proportion)
 OVERSUBSCRIBED_US = 5.0  # a context switch per worker beyond the cores
 COPY_WORKER_US_PER_BYTE = 1.0e-4  # a worker's write of an observation
 COPY_PARENT_US_PER_BYTE = 4.0e-5  # the parent's copy of one, for every env
@@ -113,7 +123,8 @@ INPROC_BATCH_US = 4.0  # the in-process loop's cost per batch step
 INPROC_ENV_US = 0.1  # ... and per env-step beyond env.step
 COPY_INPROC_US_PER_BYTE = 6.4e-5
 STEP_SCALE = 1.12  # a step of one env among many, per step of the probe's one hot env
-INFO_MSG_US = 12.0  # a worker's round message of infos: its send, the parent's receipt
+INFO_MSG_US = 40.0  # a worker's round message of infos: its send, the parent's receipt
+INFO_BATCH_SHARE = 0.5  # an info pickled in its worker's round, per one pickled alone
 INFO_MSG_INPROC_US = 1.0  # ... in process (kept, not sent)
 INFO_DUMPS_SHARE = 0.75  # of an info's pickle round trip, the dumps (the worker's part)
 CONTENDED_WAKE_US = 40.0  # per worker and busy core: a woken worker waits for its turn
@@ -458,7 +469,7 @@ def _workers_cost(
     them."""
     per_worker = math.ceil(num_envs / w)
     overhead_us = WORKER_ENV_US + COPY_WORKER_US_PER_BYTE * obs_bytes
-    overhead_us += info_fraction * INFO_DUMPS_SHARE * info_us
+    overhead_us += info_fraction * INFO_DUMPS_SHARE * INFO_BATCH_SHARE * info_us
     wall_us = per_worker * (step_us + overhead_us)
     cpu_us = num_envs * (step_us * cpu_fraction + overhead_us) / _share(w, cores, busy_cores)
     busy_us = max(wall_us, cpu_us)
@@ -466,10 +477,12 @@ def _workers_cost(
     if info_fraction > 0:
         any_info = 1.0 - (1.0 - info_fraction) ** per_worker  # a worker's round has an info
         parent_us += w * any_info * INFO_MSG_US
-        parent_us += num_envs * info_fraction * (1.0 - INFO_DUMPS_SHARE) * info_us
+        parent_us += (
+            num_envs * info_fraction * (1.0 - INFO_DUMPS_SHARE) * INFO_BATCH_SHARE * info_us
+        )
     wake_us = WAKE_SPIN_US + WAKE_SPIN_PER_WORKER_US * (w - 1)
     if w + 1 + round(busy_cores) > cores:  # the parent polls on a core that a worker needs
-        wake_us += SHARED_CORE_US
+        wake_us += SHARED_CORE_US * min(1.0, step_us / SHARED_CORE_STEP_US)
     wake_us += OVERSUBSCRIBED_US * max(0, w - cores)
     wake_us += CONTENDED_WAKE_US * busy_cores * w
     return parent_us + wake_us + busy_us, default_spin(w, cores)
