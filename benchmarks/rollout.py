@@ -429,10 +429,16 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
         True,
         True,
     ),
-    "vecenv_auto": (
+    "vecenv_auto": (  # opt-in: the default layout is "auto", as the vecenv contender runs it
         'vecenv num_workers="auto"',
         lambda c: open_vecenv(c, num_workers="auto"),
+        False,
         True,
+    ),
+    "vecenv_percore": (  # opt-in: the default layout until 2026-12-05
+        "vecenv one worker per core",
+        lambda c: open_vecenv(c, num_workers=min(c["n"], usable_cpus())),
+        False,
         True,
     ),
     "vecenv_async": ("vecenv send/recv (batch n/2)", open_vecenv_partial, True, True),

@@ -426,11 +426,50 @@ def test_in_process_layout_is_reported_with_no_workers():
         venv.close()
 
 
-def test_default_layout_is_reported_too():
-    venv = vecenv.make("vecenv/Noop-v0", 3, num_workers=None)
+@pytest.mark.timeout(60)
+def test_the_default_lockstep_layout_is_auto():
+    # Neither num_workers nor envs_per_worker: the probe decides, and says so.
+    for kwargs in ({}, {"num_workers": None}, {"batch_size": 3}):
+        venv = vecenv.make("vecenv/Noop-v0", 3, **kwargs)
+        try:
+            why = venv.layout.why
+            assert why.startswith("the default layout, num_workers='auto': env.step "), why
+            assert venv.layout.step_us is not None and venv.layout.predicted_batch_us
+            assert venv.layout.spin == venv.spin
+        finally:
+            venv.close()
+    # With an option only workers honour, it chooses among worker layouts.
+    venv = vecenv.make("vecenv/Noop-v0", 3, timeout=30)
     try:
-        assert venv.layout.why == "the default layout" and venv.layout.step_us is None
-        assert venv.layout.num_workers >= 1 and venv.layout.spin == venv.spin
+        assert venv.layout.num_workers >= 1
+        assert "in-process (num_workers=0) not a candidate" in venv.layout.why
+    finally:
+        venv.close()
+
+
+@pytest.mark.timeout(120)
+def test_the_drop_ins_keep_one_worker_per_core_by_default(monkeypatch):
+    # The classes they replace run every env in a worker process: no probe,
+    # never in process, one worker per usable core (at most one per env).
+    from vecenv import _cpus
+    from vecenv.gymnasium_vector import AsyncVectorEnv
+
+    monkeypatch.setattr(_cpus, "usable_cpus", lambda: 2)
+    fns = [lambda: gym.make("vecenv/Noop-v0")] * 3
+    venv = AsyncVectorEnv(fns)
+    try:
+        assert venv.engine.layout.num_workers == 2, venv.engine.layout
+        assert venv.engine.layout.step_us is None
+    finally:
+        venv.close()
+    venv = AsyncVectorEnv(fns[:1])
+    try:
+        assert venv.engine.layout.num_workers == 1
+    finally:
+        venv.close()
+    venv = AsyncVectorEnv(fns, num_workers="auto")  # asked for: it chooses
+    try:
+        assert venv.engine.layout.step_us is not None
     finally:
         venv.close()
 
@@ -498,9 +537,13 @@ def test_partial_batches_leave_a_core_to_the_policy_by_default(monkeypatch):
             venv.close()
     monkeypatch.setattr(al, "usable_cpus", lambda: 2)
     monkeypatch.setattr(_pool, "usable_cpus", lambda: 2)
-    for kwargs, want in (({"batch_size": 4, "num_workers": 2}, 2), ({"batch_size": 8}, 2)):
-        venv = vecenv.make("vecenv/Noop-v0", 8, **kwargs)
-        try:
-            assert venv.layout.num_workers == want, kwargs
-        finally:
-            venv.close()
+    venv = vecenv.make("vecenv/Noop-v0", 8, batch_size=4, num_workers=2)
+    try:
+        assert venv.layout.num_workers == 2
+    finally:
+        venv.close()
+    venv = vecenv.make("vecenv/Noop-v0", 8, batch_size=8)  # lockstep: the auto default
+    try:
+        assert venv.layout.why.startswith("the default layout, num_workers='auto'")
+    finally:
+        venv.close()

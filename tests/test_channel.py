@@ -243,7 +243,7 @@ class Env(gym.Env):
     def nap(self):
         time.sleep(1000)
 
-a = vecenv.ShmemVecEnv([Env], context="fork")
+a = vecenv.ShmemVecEnv([Env], num_workers=1, context="fork")
 a.reset()
 a._call_start("env_method", "nap", (), {}, [0])  # a worker stuck in a call
 b = vecenv.ShmemVecEnv([Env, Env], num_workers=1, batch_size=1, context="fork")

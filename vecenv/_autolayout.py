@@ -704,9 +704,11 @@ def plan_layout(
     ``num_workers=0`` runs in process, ``"auto"`` probes ``env_fns[0]``
     (:func:`auto_layout`; call this after every other argument check, since
     the probe builds an env), anything else goes to the worker plan
-    (:func:`vecenv._pool.plan_workers`). ``spin=None`` becomes 200 us up to
-    two workers per usable core, else 0 (0 in process: nothing waits).
-    Without a layout and with partial batches (``batch_size`` < the envs),
+    (:func:`vecenv._pool.plan_workers`). Without a layout (neither
+    ``num_workers`` nor ``envs_per_worker``) lockstep is ``"auto"``.
+    ``spin=None`` becomes 200 us up to two workers per usable core, else 0
+    (0 in process: nothing waits). Without a layout and with partial
+    batches (``batch_size`` < the envs),
     one worker per usable core but one (at least one): the caller's policy
     runs while the workers step and keeps that core (CleanRL's PPO loop on
     2 cores, ``benchmarks/rollout.py``, 2026-12-05: one worker against two,
@@ -725,8 +727,12 @@ def plan_layout(
 
     num_envs = len(env_fns)
     spin_given = spin is not None
-    auto = check_auto_workers(num_workers, envs_per_worker)
     defaulted = num_workers is None and envs_per_worker is None
+    lockstep = batch_size is None or batch_size >= num_envs
+    # The default lockstep layout is the auto one: two runs of the benchmark
+    # suite put it at 0.95 or more of the best fixed layout in every cell
+    # (benchmarks/README.md).
+    auto = check_auto_workers(num_workers, envs_per_worker) or (defaulted and lockstep)
     chosen = "default" if defaulted else "given"
     inproc = in_process(num_workers, envs_per_worker)
     cpus = usable_cpus()
@@ -735,7 +741,7 @@ def plan_layout(
         ranges = [(0, num_envs)]
     else:
         given = None if isinstance(num_workers, str) else num_workers
-        if defaulted and batch_size is not None and batch_size < num_envs:
+        if defaulted and not lockstep:
             given, chosen = max(1, cpus - 1), "default partial-batch"
         ranges = plan_workers(num_envs, given, envs_per_worker)
     if auto:
@@ -762,8 +768,9 @@ def plan_layout(
     cores = check_affinity(cpu_affinity, workers)
     n, per = 0 if inproc else workers, max(hi - lo for lo, hi in ranges)
     if auto:  # the probe's layout, with what the options decided
+        why = f"the default layout, num_workers='auto': {layout.why}" if defaulted else layout.why
         layout = dataclasses.replace(
-            layout, num_workers=n, envs_per_worker=per, spin=float(spin), follow=follow
+            layout, num_workers=n, envs_per_worker=per, spin=float(spin), follow=follow, why=why
         )
     else:
         layout = Layout(n, per, float(spin), why=f"the {chosen} layout", follow=follow)

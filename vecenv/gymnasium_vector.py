@@ -45,7 +45,12 @@ from vecenv._gym_errors import (
     check_shared_memory_space,
     log_worker_errors,
 )
-from vecenv._options import ENGINE_OPTIONS, EngineOptions, autoreset_mode_name
+from vecenv._options import (
+    ENGINE_OPTIONS,
+    EngineOptions,
+    autoreset_mode_name,
+    one_worker_per_core,
+)
 from vecenv.errors import (
     ActionTypeError,
     ArgumentNotPicklableError,
@@ -269,7 +274,7 @@ class AsyncVectorEnv(VectorEnv):
                 autoreset_mode=_AUTORESET_NAMES[mode],
                 pickled_leaves=True,
                 check_spaces=False,
-                **options.changed(),
+                **one_worker_per_core(options.changed(), None),
             )
         except SpaceError as exc:
             raise NoSharedLayoutError(str(exc)) from exc

@@ -90,17 +90,17 @@ class ShmemVecEnv(EngineVecEnv):
         so lambdas and closures work under every start method.
     spaces : (observation_space, action_space), optional
         The spaces every env must have; checked against the envs' own.
-    num_workers, envs_per_worker : int, optional
-        Worker layout (give one or neither). Default: one worker per usable
-        core (one fewer, at least one, with ``batch_size`` < num_envs: the
-        policy runs while workers step), envs spread evenly, in order.
-        ``num_workers="auto"`` (without envs_per_worker): build one env from
+    num_workers, envs_per_worker : int or "auto", optional
+        Worker layout (give one or neither); envs spread evenly, in order.
+        Default: ``"auto"``, or with ``batch_size`` < num_envs one worker per
+        usable core but one (at least one: the policy runs while workers
+        step). ``"auto"`` (without envs_per_worker): build one env from
         ``env_fns[0]`` here, time its reset and up to 0.1 s of steps, close
         it, and choose in-process (``num_workers=0``, unless ``timeout``,
-        ``cpu_affinity`` or ``on_worker_death="restart"`` is given) or the
-        workers, and ``spin`` (unless given), from that cost, the observation
-        size and the usable cores: ``self.layout``, logged (logger
-        ``"vecenv"``, INFO).
+        ``cpu_affinity`` or ``on_worker_death="restart"`` is given) or how
+        many workers, and ``spin`` (unless given), from that cost, the
+        observation size and the usable cores: ``self.layout``, logged
+        (logger ``"vecenv"``, INFO). Give an int for a fixed layout.
         ``num_workers=0``: no worker process; the envs are built and stepped
         in the calling process, in order, by the same engine (same API,
         results, infos and errors; ``in_process`` is then True), where

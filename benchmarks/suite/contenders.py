@@ -363,7 +363,7 @@ CONTENDERS: Dict[str, Contender] = {
             "vecenv lockstep (default layout)",
             functools.partial(_open_vecenv),
             vecenv=True,
-            note="ShmemVecEnv with its default worker layout (one worker per usable core)",
+            note='ShmemVecEnv with its default layout (num_workers="auto" in lockstep)',
         ),
         Contender(
             "vecenv_best",
