@@ -2,8 +2,10 @@
 bounded probe, and ShmemVecEnv's use of both (venv.layout, the log, the same
 seeded trajectories as an explicit layout)."""
 
+import functools
 import logging
 import math
+import os
 import time
 
 import gymnasium as gym
@@ -327,6 +329,78 @@ def test_auto_layout_falls_back_and_warns_when_the_probe_fails(caplog):
     assert any("num_workers='auto'" in r.getMessage() for r in caplog.records)
 
 
+def _hangs_in_the_parent(parent_pid, marker):
+    """A factory that does not return in the test's process while ``marker``
+    exists (at most 60 s), and builds a noop env in a worker."""
+    import vecenv.envs  # noqa: F401  (registers vecenv/Noop-v0 where unpickled)
+
+    deadline = time.monotonic() + 60
+    while os.getpid() == parent_pid and os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return gym.make("vecenv/Noop-v0")
+
+
+@pytest.mark.timeout(60)
+def test_the_default_probe_is_bounded_by_start_timeout(caplog, tmp_path):
+    # Regression: the default "auto" built env_fns[0] in the caller with no
+    # limit, so a factory that never returns hung the constructor, where the
+    # worker layouts report it after start_timeout.
+    marker = tmp_path / "hang"
+    marker.touch()
+    fn = functools.partial(_hangs_in_the_parent, os.getpid(), str(marker))
+    t0 = time.monotonic()
+    try:
+        with caplog.at_level(logging.WARNING, logger="vecenv"):
+            venv = vecenv.ShmemVecEnv([fn] * 2, start_timeout=1.0, context="fork")
+        try:
+            assert time.monotonic() - t0 < 30
+            assert venv.layout.num_workers >= 1 and venv.layout.step_us is None
+            assert "did not finish within start_timeout=1 s" in venv.layout.why
+            assert venv.reset().shape[0] == 2  # the workers built theirs
+        finally:
+            venv.close()
+    finally:
+        marker.unlink()  # the probe's thread builds its env, times it and closes it
+    assert any("did not finish" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    "options, num_envs, want",
+    [
+        ({}, 8, {"num_workers": 3}),
+        ({"num_workers": 2}, 8, {"num_workers": 2}),
+        ({"envs_per_worker": 4}, 8, {"envs_per_worker": 4}),
+        ({"num_workers": "auto"}, 8, {"num_workers": "auto"}),
+        ({"batch_size": 4}, 8, {"batch_size": 4}),  # the partial-batch default
+        ({"batch_size": 8}, 8, {"batch_size": 8, "num_workers": 3}),
+        ({"batch_size": None}, None, {"batch_size": None, "num_workers": 3}),
+    ],
+)
+def test_one_worker_per_core_fills_in_only_a_missing_lockstep_layout(
+    monkeypatch, options, num_envs, want
+):
+    from vecenv import _cpus
+    from vecenv._options import one_worker_per_core
+
+    monkeypatch.setattr(_cpus, "usable_cpus", lambda: 3)
+    assert one_worker_per_core(options, num_envs) == want
+
+
+def test_one_worker_per_core_puts_the_layout_into_engine_options(monkeypatch):
+    from vecenv import _cpus
+    from vecenv._options import EngineOptions, one_worker_per_core
+
+    monkeypatch.setattr(_cpus, "usable_cpus", lambda: 3)
+    out = one_worker_per_core({"engine_options": EngineOptions(spin=0.0)}, 8)
+    assert out["engine_options"] == EngineOptions(spin=0.0, num_workers=3)
+    assert "num_workers" not in out
+    for given in (EngineOptions(num_workers=1), EngineOptions(batch_size=4)):
+        assert one_worker_per_core({"engine_options": given, "batch_size": None}, 8) == {
+            "engine_options": given,
+            "batch_size": None,
+        }
+
+
 # ---------------------------------------------------------------- ShmemVecEnv
 def _run(venv, steps=40):
     venv.seed(123)
@@ -470,6 +544,12 @@ def test_the_drop_ins_keep_one_worker_per_core_by_default(monkeypatch):
     venv = AsyncVectorEnv(fns, num_workers="auto")  # asked for: it chooses
     try:
         assert venv.engine.layout.step_us is not None
+    finally:
+        venv.close()
+    sb3 = pytest.importorskip("vecenv.sb3")
+    venv = sb3.SubprocVecEnv(fns, start_method="fork")
+    try:
+        assert venv._engine.layout.num_workers == 2 and venv._engine.layout.step_us is None
     finally:
         venv.close()
 

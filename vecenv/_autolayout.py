@@ -80,6 +80,7 @@ import dataclasses
 import logging
 import math
 import pickle
+import threading
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -625,6 +626,32 @@ def choose_layout(
     )
 
 
+def _probe_within(env_fn: Callable[[], Any], max_seconds: float, limit_s: Optional[float]) -> Probe:
+    """:func:`probe` in a daemon thread, waited for at most ``limit_s``
+    seconds (None: no limit), so that a factory or a reset that never
+    returns cannot hang the vec env's constructor; such a probe is left
+    behind and raises TimeoutError here. The probe's own exception is
+    re-raised."""
+    if limit_s is None:
+        return probe(env_fn, max_seconds=max_seconds)
+    out: List[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(probe(env_fn, max_seconds=max_seconds))
+        except BaseException as exc:  # handed to the caller
+            out.append(exc)
+
+    thread = threading.Thread(target=run, name="vecenv-auto-probe", daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    if not out:
+        raise TimeoutError(f"it did not finish within start_timeout={limit_s:g} s")
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0]
+
+
 def auto_layout(
     env_fn: Callable[[], Any],
     num_envs: int,
@@ -632,14 +659,16 @@ def auto_layout(
     *,
     inprocess: bool = False,
     max_seconds: float = PROBE_SECONDS,
+    limit_s: Optional[float] = None,
 ) -> Layout:
     """:func:`probe` ``env_fn``, then :func:`choose_layout`; logged (logger
-    ``"vecenv"``, INFO). A probe that fails (the factory or the env raised)
-    falls back to one worker per usable core, spinning, and logs a WARNING:
-    the workers build the envs next and report such an error with the env's
-    index."""
+    ``"vecenv"``, INFO). A probe that fails (the factory or the env raised,
+    or it did not finish within ``limit_s`` seconds: ShmemVecEnv's
+    ``start_timeout``) falls back to one worker per usable core, spinning,
+    and logs a WARNING: the workers build the envs next and report such an
+    error, or a factory that never returns, with the env's index."""
     try:
-        p = probe(env_fn, max_seconds=max_seconds)
+        p = _probe_within(env_fn, max_seconds, limit_s)
     except Exception as exc:
         w = min(num_envs, cores)
         layout = Layout(
@@ -698,6 +727,7 @@ def plan_layout(
     cpu_affinity: Any,
     on_worker_death: str,
     check_affinity: Callable[[Any, int], Any],
+    start_timeout: Optional[float] = None,
 ) -> Plan:
     """Resolve ShmemVecEnv's layout options into a :class:`Plan`.
 
@@ -751,7 +781,7 @@ def plan_layout(
             allowed = on_worker_death != "restart"
         except InvalidArgumentError:  # an option only worker processes honour
             allowed = False
-        layout = auto_layout(env_fns[0], num_envs, cpus, inprocess=allowed)
+        layout = auto_layout(env_fns[0], num_envs, cpus, inprocess=allowed, limit_s=start_timeout)
         if layout.num_workers == 0:
             inproc, ranges = True, [(0, num_envs)]
         else:

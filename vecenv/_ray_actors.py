@@ -38,7 +38,6 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
     ) from _exc
 
 from vecenv._layout import make_flattener, make_unflattener
-from vecenv._options import one_worker_per_core
 from vecenv._pool import plan_workers
 from vecenv._protocol import Autoreset, ErrorReport
 from vecenv.errors import (
@@ -76,8 +75,7 @@ class _EnvActor:
         try:
             # copy=False: the arrays are serialized by Ray when the method
             # returns, before the next task of this actor can step again.
-            kwargs = one_worker_per_core(vec_kwargs, len(env_fns))
-            self._venv = ShmemVecEnv(list(env_fns), copy=False, **kwargs)
+            self._venv = ShmemVecEnv(list(env_fns), copy=False, **vec_kwargs)
             # Resolved once: no string comparison per step.
             self._sb3 = Autoreset.named(self._venv.autoreset_mode) is Autoreset.SB3
             self._flatten = make_flattener(self._venv.observation_space)

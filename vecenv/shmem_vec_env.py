@@ -77,10 +77,9 @@ class ShmemVecEnv(EngineVecEnv):
     """Step ``num_envs`` gymnasium envs in worker processes over shared memory.
 
     The API of OpenAI baselines' ``ShmemVecEnv`` (``reset``, ``step_async``,
-    ``step_wait``, ``step``, ``close``, ``render``) plus what stable-baselines3
-    users expect (``seed``, ``env_method``, ``get_attr``, ``set_attr``), and an
-    EnvPool-style partial-batch API (``send``/``recv``) when ``batch_size <
-    num_envs``.
+    ``step_wait``, ``step``, ``close``, ``render``), what stable-baselines3
+    users expect (``seed``, ``env_method``, ``get_attr``, ``set_attr``), and
+    EnvPool's partial batches (``send``/``recv``) when ``batch_size < num_envs``.
 
     Parameters
     ----------
@@ -90,17 +89,17 @@ class ShmemVecEnv(EngineVecEnv):
         so lambdas and closures work under every start method.
     spaces : (observation_space, action_space), optional
         The spaces every env must have; checked against the envs' own.
-    num_workers, envs_per_worker : int or "auto", optional
+    num_workers, envs_per_worker : int (num_workers also "auto"), optional
         Worker layout (give one or neither); envs spread evenly, in order.
         Default: ``"auto"``, or with ``batch_size`` < num_envs one worker per
         usable core but one (at least one: the policy runs while workers
-        step). ``"auto"`` (without envs_per_worker): build one env from
-        ``env_fns[0]`` here, time its reset and up to 0.1 s of steps, close
-        it, and choose in-process (``num_workers=0``, unless ``timeout``,
+        step). ``"auto"``: build one env from ``env_fns[0]`` here, time its
+        reset and up to 0.1 s of steps (within ``start_timeout``), close it,
+        and choose in-process (``num_workers=0``, unless ``timeout``,
         ``cpu_affinity`` or ``on_worker_death="restart"`` is given) or how
         many workers, and ``spin`` (unless given), from that cost, the
         observation size and the usable cores: ``self.layout``, logged
-        (logger ``"vecenv"``, INFO). Give an int for a fixed layout.
+        (logger ``"vecenv"``). Give an int for a fixed layout.
         ``num_workers=0``: no worker process; the envs are built and stepped
         in the calling process, in order, by the same engine (same API,
         results, infos and errors; ``in_process`` is then True), where
@@ -299,6 +298,7 @@ class ShmemVecEnv(EngineVecEnv):
             cpu_affinity=cpu_affinity,
             on_worker_death=on_worker_death,
             check_affinity=check_affinity,
+            start_timeout=start_timeout,
         )
         #: The layout this vec env runs with (see :class:`vecenv._autolayout.Layout`).
         self.layout = plan.layout
