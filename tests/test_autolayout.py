@@ -367,38 +367,31 @@ def test_the_default_probe_is_bounded_by_start_timeout(caplog, tmp_path):
 @pytest.mark.parametrize(
     "options, num_envs, want",
     [
-        ({}, 8, {"num_workers": 3}),
-        ({"num_workers": 2}, 8, {"num_workers": 2}),
-        ({"envs_per_worker": 4}, 8, {"envs_per_worker": 4}),
-        ({"num_workers": "auto"}, 8, {"num_workers": "auto"}),
-        ({"batch_size": 4}, 8, {"batch_size": 4}),  # the partial-batch default
-        ({"batch_size": 8}, 8, {"batch_size": 8, "num_workers": 3}),
-        ({"batch_size": None}, None, {"batch_size": None, "num_workers": 3}),
+        ({}, 8, 3),  # the front ends' default: one worker per usable core
+        ({}, 2, 2),  # at most one per env
+        ({"num_workers": 2}, 8, 2),
+        ({"envs_per_worker": 4}, 8, 2),
+        ({"batch_size": 4}, 8, 2),  # the partial-batch default: cores but one
+        ({"batch_size": 8}, 8, 3),
     ],
 )
-def test_one_worker_per_core_fills_in_only_a_missing_lockstep_layout(
+def test_the_per_core_default_fills_in_only_a_missing_lockstep_layout(
     monkeypatch, options, num_envs, want
 ):
-    from vecenv import _cpus
-    from vecenv._options import one_worker_per_core
-
-    monkeypatch.setattr(_cpus, "usable_cpus", lambda: 3)
-    assert one_worker_per_core(options, num_envs) == want
-
-
-def test_one_worker_per_core_puts_the_layout_into_engine_options(monkeypatch):
-    from vecenv import _cpus
-    from vecenv._options import EngineOptions, one_worker_per_core
-
-    monkeypatch.setattr(_cpus, "usable_cpus", lambda: 3)
-    out = one_worker_per_core({"engine_options": EngineOptions(spin=0.0)}, 8)
-    assert out["engine_options"] == EngineOptions(spin=0.0, num_workers=3)
-    assert "num_workers" not in out
-    for given in (EngineOptions(num_workers=1), EngineOptions(batch_size=4)):
-        assert one_worker_per_core({"engine_options": given, "batch_size": None}, 8) == {
-            "engine_options": given,
-            "batch_size": None,
-        }
+    monkeypatch.setattr(al, "usable_cpus", lambda: 3)
+    monkeypatch.setattr(_pool, "usable_cpus", lambda: 3)
+    kwargs = {"num_workers": None, "envs_per_worker": None, "batch_size": None, **options}
+    plan = al.plan_layout(
+        [lambda: None] * num_envs,  # never built: no probe
+        spin=None,
+        timeout=None,
+        cpu_affinity=None,
+        on_worker_death="raise",
+        check_affinity=lambda affinity, workers: None,
+        default="per_core",
+        **kwargs,
+    )
+    assert plan.layout.num_workers == want and plan.layout.step_us is None
 
 
 # ---------------------------------------------------------------- ShmemVecEnv
@@ -534,6 +527,9 @@ def test_the_drop_ins_keep_one_worker_per_core_by_default(monkeypatch):
     try:
         assert venv.engine.layout.num_workers == 2, venv.engine.layout
         assert venv.engine.layout.step_us is None
+        # Reported as the default it is; the options the user gave stay as given.
+        assert venv.engine.layout.why == "the default layout"
+        assert venv.engine.engine_options.num_workers is None
     finally:
         venv.close()
     venv = AsyncVectorEnv(fns[:1])

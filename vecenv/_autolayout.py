@@ -728,6 +728,7 @@ def plan_layout(
     on_worker_death: str,
     check_affinity: Callable[[Any, int], Any],
     start_timeout: Optional[float] = None,
+    default: str = "auto",
 ) -> Plan:
     """Resolve ShmemVecEnv's layout options into a :class:`Plan`.
 
@@ -735,7 +736,12 @@ def plan_layout(
     (:func:`auto_layout`; call this after every other argument check, since
     the probe builds an env), anything else goes to the worker plan
     (:func:`vecenv._pool.plan_workers`). Without a layout (neither
-    ``num_workers`` nor ``envs_per_worker``) lockstep is ``"auto"``.
+    ``num_workers`` nor ``envs_per_worker``) lockstep is ``default``:
+    ``"auto"``, or ``"per_core"`` (one worker per usable core, at most one
+    per env), the default of the front ends that replace a class with
+    worker processes (gymnasium's AsyncVectorEnv, SB3's SubprocVecEnv, the
+    multi-agent engine): the probe may choose the calling process and
+    builds one more env there.
     ``spin=None`` becomes 200 us up to two workers per usable core, else 0
     (0 in process: nothing waits). Without a layout and with partial
     batches (``batch_size`` < the envs),
@@ -762,7 +768,8 @@ def plan_layout(
     # The default lockstep layout is the auto one: two runs of the benchmark
     # suite put it at 0.95 or more of the best fixed layout in every cell
     # (benchmarks/README.md).
-    auto = check_auto_workers(num_workers, envs_per_worker) or (defaulted and lockstep)
+    auto = check_auto_workers(num_workers, envs_per_worker)
+    auto = auto or (defaulted and lockstep and default == "auto")
     chosen = "default" if defaulted else "given"
     inproc = in_process(num_workers, envs_per_worker)
     cpus = usable_cpus()

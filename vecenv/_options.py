@@ -281,32 +281,6 @@ def in_process(num_workers: Any, envs_per_worker: Any) -> bool:
     return True
 
 
-def one_worker_per_core(options: Mapping[str, Any], num_envs: Optional[int]) -> Dict[str, Any]:
-    """ShmemVecEnv keyword arguments ``options`` with the layout of a front
-    end that replaces a class with worker processes (gymnasium's
-    AsyncVectorEnv, SB3's SubprocVecEnv, the multi-agent engine): where no
-    layout was given and every env steps in each call, one worker per usable
-    core (at most one per env) instead of ShmemVecEnv's default ``"auto"``,
-    which may step the envs in the calling process and builds one more env
-    to time them. A layout or batch size inside ``engine_options`` counts as
-    given, and the layout goes there when that object is given."""
-    from vecenv._cpus import usable_cpus
-
-    given = options.get("engine_options")
-    for key in ("num_workers", "envs_per_worker"):
-        if options.get(key) is not None or getattr(given, key, None) is not None:
-            return dict(options)
-    batch_size = options.get("batch_size")
-    if batch_size is None:
-        batch_size = getattr(given, "batch_size", None)
-    if batch_size is not None and (num_envs is None or batch_size < num_envs):
-        return dict(options)  # the partial-batch default (vecenv._autolayout.plan_layout)
-    # At most one per env: the worker plan takes the smaller (num_envs None: not known yet).
-    if isinstance(given, EngineOptions):
-        return {**options, "engine_options": given.replace(num_workers=usable_cpus())}
-    return {**options, "num_workers": usable_cpus()}
-
-
 def check_auto_workers(num_workers: Any, envs_per_worker: Any) -> bool:
     """Whether ``num_workers`` asks for the layout to be chosen (``"auto"``).
 

@@ -45,12 +45,7 @@ from vecenv._gym_errors import (
     check_shared_memory_space,
     log_worker_errors,
 )
-from vecenv._options import (
-    ENGINE_OPTIONS,
-    EngineOptions,
-    autoreset_mode_name,
-    one_worker_per_core,
-)
+from vecenv._options import ENGINE_OPTIONS, EngineOptions, autoreset_mode_name
 from vecenv.errors import (
     ActionTypeError,
     ArgumentNotPicklableError,
@@ -264,8 +259,7 @@ class AsyncVectorEnv(VectorEnv):
         self.autoreset_mode = mode
         self.max_concurrency = max_concurrency
         try:
-            # The envs' spaces are checked below, with gymnasium's rules and
-            # messages; leaves without a fixed layout travel pickled.
+            # Spaces checked below (gymnasium's rules); leaves without a fixed layout go pickled.
             venv = ShmemVecEnv(
                 env_fns,
                 context=context,
@@ -274,7 +268,8 @@ class AsyncVectorEnv(VectorEnv):
                 autoreset_mode=_AUTORESET_NAMES[mode],
                 pickled_leaves=True,
                 check_spaces=False,
-                **one_worker_per_core(options.changed(), None),
+                _default_layout="per_core",  # as gymnasium's: every env in a worker process
+                **options.changed(),
             )
         except SpaceError as exc:
             raise NoSharedLayoutError(str(exc)) from exc

@@ -29,7 +29,7 @@ from gymnasium.vector.vector_env import AutoresetMode
 
 from vecenv import _layout
 from vecenv._engine import EngineVecEnv
-from vecenv._options import check_env_fns, one_worker_per_core
+from vecenv._options import check_env_fns
 from vecenv._pz_adapter import INFO_AGENTS, INFO_FINAL, RESET_WHEN, AdapterFactory
 from vecenv.base import Seeds
 from vecenv.errors import ClosedError, InvalidArgumentError, SpaceError, StateError, WorkerError
@@ -186,7 +186,9 @@ class MultiAgentVecEnv(VectorEnv):
                     factories,
                     autoreset_mode="disabled",
                     copy=False,
-                    **one_worker_per_core({**engine_options, "batch_size": batch_size}, len(fns)),
+                    batch_size=batch_size,
+                    _default_layout="per_core",  # every env in a worker process
+                    **engine_options,
                 )
             else:
                 from vecenv.ray import RayVecEnv

@@ -38,7 +38,7 @@ except ImportError as _exc:
     ) from _exc
 
 from vecenv._episodes import monitor_times
-from vecenv._options import ENGINE_OPTIONS, EngineOptions, check_env_fns, one_worker_per_core
+from vecenv._options import ENGINE_OPTIONS, EngineOptions, check_env_fns
 from vecenv._pool import RenderModesDiffer
 from vecenv.errors import InvalidArgumentError, ResultNotPicklableError, WorkerError
 from vecenv.shmem_vec_env import ShmemVecEnv
@@ -194,7 +194,8 @@ class SubprocVecEnv(_SB3VecEnv):
                 spaces=spaces,
                 context=start_method,
                 autoreset_mode="sb3",
-                **one_worker_per_core(options.changed(), len(env_fns)),
+                _default_layout="per_core",  # as SB3's: every env in a worker process
+                **options.changed(),
             )
         except RenderModesDiffer as exc:  # SB3's VecEnv asserts it: its message, then ours
             raise _RenderModeAssertion(

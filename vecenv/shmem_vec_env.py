@@ -76,10 +76,9 @@ _STEP_PENDING, _RUNNING = State.STEP_PENDING, State.RUNNING
 class ShmemVecEnv(EngineVecEnv):
     """Step ``num_envs`` gymnasium envs in worker processes over shared memory.
 
-    The API of OpenAI baselines' ``ShmemVecEnv`` (``reset``, ``step_async``,
-    ``step_wait``, ``step``, ``close``, ``render``), what stable-baselines3
-    users expect (``seed``, ``env_method``, ``get_attr``, ``set_attr``), and
-    EnvPool's partial batches (``send``/``recv``) when ``batch_size < num_envs``.
+    OpenAI baselines' ``ShmemVecEnv`` API, what stable-baselines3 users expect
+    (``seed``, ``env_method``, ``get_attr``, ``set_attr``), and EnvPool's
+    partial batches (``send``/``recv``) when ``batch_size < num_envs``.
 
     Parameters
     ----------
@@ -95,11 +94,10 @@ class ShmemVecEnv(EngineVecEnv):
         usable core but one (at least one: the policy runs while workers
         step). ``"auto"``: build one env from ``env_fns[0]`` here, time its
         reset and up to 0.1 s of steps (within ``start_timeout``), close it,
-        and choose in-process (``num_workers=0``, unless ``timeout``,
-        ``cpu_affinity`` or ``on_worker_death="restart"`` is given) or how
-        many workers, and ``spin`` (unless given), from that cost, the
-        observation size and the usable cores: ``self.layout``, logged
-        (logger ``"vecenv"``). Give an int for a fixed layout.
+        and choose in-process (not with ``timeout``, ``cpu_affinity`` or
+        ``on_worker_death="restart"``) or how many workers, and ``spin``
+        (unless given), from that cost, the observation size and the usable
+        cores: ``self.layout``, logged. Give an int for a fixed layout.
         ``num_workers=0``: no worker process; the envs are built and stepped
         in the calling process, in order, by the same engine (same API,
         results, infos and errors; ``in_process`` is then True), where
@@ -114,16 +112,14 @@ class ShmemVecEnv(EngineVecEnv):
     batch_size : int, optional
         Envs returned by :meth:`recv` (default num_envs: lockstep).
     context : str, optional
-        multiprocessing start method: "fork", "spawn" or "forkserver"
-        (default: the platform's default).
+        multiprocessing start method: "fork", "spawn" or "forkserver" (the platform's default).
     copy : bool
         True (default): returned observations are arrays the caller owns. False:
         zero-copy views into shared memory, valid until the next ``step_async``,
         ``send``, ``reset`` or ``close``; copy to keep them.
         (:meth:`recv` then returns a gather buffer reused by the next ``recv``,
         or, when the batch's envs are consecutive, views of their shared rows
-        in env order: no gather at all.) Rewards and done flags are always
-        fresh arrays.
+        in env order: no gather at all.) Rewards and done flags are always fresh arrays.
     timeout : float, optional
         Seconds to wait for a step, reset or call before raising
         :class:`~vecenv.errors.WatchdogTimeoutError` (default: no limit); the late
@@ -269,13 +265,16 @@ class ShmemVecEnv(EngineVecEnv):
         episode_statistics: bool = False,
         engine_options: Optional[EngineOptions] = None,
         _fallback_for_testing: bool = False,
+        _default_layout: str = "auto",
     ):
         # Every option checked in one place, as every front end checks them.
         keywords = EngineOptions(**{k: v for k, v in locals().items() if k in ENGINE_OPTIONS})
         if engine_options is not None:  # the same options, as keywords
             given = {"engine_options": engine_options, **keywords.changed()}
             opts = EngineOptions.from_kwargs(given, caller="ShmemVecEnv()").as_kwargs()
-            opts["_fallback_for_testing"] = _fallback_for_testing
+            opts.update(
+                _fallback_for_testing=_fallback_for_testing, _default_layout=_default_layout
+            )
             ShmemVecEnv.__init__(self, env_fns, spaces, **opts)
             return
         self.engine_options = keywords
@@ -299,6 +298,7 @@ class ShmemVecEnv(EngineVecEnv):
             on_worker_death=on_worker_death,
             check_affinity=check_affinity,
             start_timeout=start_timeout,
+            default=_default_layout,
         )
         #: The layout this vec env runs with (see :class:`vecenv._autolayout.Layout`).
         self.layout = plan.layout
