@@ -153,3 +153,117 @@ def test_without_torch_the_error_says_what_to_install():
     out = subprocess.run([*SAFE_PYTHON, "-c", code], capture_output=True, text=True, timeout=50)
     assert out.returncode == 0, out.stderr
     assert "pip install torch" in out.stdout
+
+
+class _FakeCudart:
+    """torch.cuda.cudart() as a CUDA build returns it: records each call, and
+    reads the registered pages when they are unregistered (a crash here would
+    mean the block was unmapped first)."""
+
+    def __init__(self, register_error=0):
+        self.register_error = register_error
+        self.registered = []
+        self.unregistered = []
+
+    def cudaHostRegister(self, ptr, size, flags):
+        self.registered.append((ptr, size, flags))
+        return self.register_error
+
+    def cudaHostUnregister(self, ptr):
+        import ctypes
+
+        size = next(s for p, s, _ in self.registered if p == ptr)
+        self.unregistered.append((ptr, ctypes.string_at(ptr + size - 1, 1)))
+        return 0
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    cudart = _FakeCudart()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: cudart)
+    return cudart
+
+
+def _span(t):
+    ptr = t.data_ptr()
+    return ptr, ptr + t.numel() * t.element_size()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_pin_memory_registers_the_whole_block_once_while_pinned_tensors_live(
+    fake_cuda, num_workers
+):
+    import gc
+    import mmap
+
+    venv = vecenv.ShmemVecEnv([BigObsEnv] * 3, num_workers=num_workers)
+    try:
+        t = shared_tensors(venv, pin_memory=True)
+        assert t.pinned and not shared_tensors(venv).pinned
+        [(ptr, size, flags)] = fake_cuda.registered
+        assert flags == 1  # cudaHostRegisterPortable
+        assert ptr % mmap.PAGESIZE == 0 and size % mmap.PAGESIZE == 0
+        for lo, hi in map(_span, (t.observations, t.rewards, t.terminated, t.truncated)):
+            assert ptr <= lo and hi <= ptr + size
+        # Still the block the steps fill.
+        venv.reset()
+        obs, rew, _, _ = venv.step(np.zeros(3, np.int64))
+        np.testing.assert_array_equal(t.observations.numpy(), obs)
+        np.testing.assert_array_equal(t.rewards.numpy(), rew)
+        # A second pinned call shares the registration (CUDA refuses a range twice).
+        t2 = shared_tensors(venv, pin_memory=True)
+        assert len(fake_cuda.registered) == 1 and t2.pinned
+        observations = t.observations
+        del t, t2
+        gc.collect()
+        assert fake_cuda.unregistered == []  # one pinned tensor is alive
+    finally:
+        venv.close()
+    gc.collect()
+    assert fake_cuda.unregistered == []  # it outlives close(), still pinned
+    last = observations.numpy().copy()
+    del observations
+    gc.collect()
+    assert [p for p, _ in fake_cuda.unregistered] == [ptr]
+    np.testing.assert_array_equal(last, obs)  # the last step, read after close
+
+
+@pytest.mark.timeout(60)
+def test_pin_memory_registers_again_once_the_last_pinned_tensor_is_gone(fake_cuda):
+    import gc
+
+    with vecenv.ShmemVecEnv([CounterEnv] * 2, num_workers=0) as venv:
+        shared_tensors(venv, pin_memory=True)  # dropped at once
+        gc.collect()
+        assert len(fake_cuda.registered) == len(fake_cuda.unregistered) == 1
+        t = shared_tensors(venv, pin_memory=True)
+        assert len(fake_cuda.registered) == 2 and t.pinned
+
+
+@pytest.mark.timeout(60)
+def test_pin_memory_failure_names_the_cuda_error_and_keeps_nothing(fake_cuda):
+    fake_cuda.register_error = 712  # cudaErrorHostMemoryAlreadyRegistered
+    with vecenv.ShmemVecEnv([CounterEnv] * 2, num_workers=0) as venv:
+        with pytest.raises(RuntimeError, match=r"cudaHostRegister .*cudaError 712"):
+            shared_tensors(venv, pin_memory=True)
+        assert fake_cuda.unregistered == []
+        fake_cuda.register_error = 0
+        assert shared_tensors(venv, pin_memory=True).pinned  # a retry registers
+        assert len(fake_cuda.registered) == 2
+
+
+@pytest.mark.timeout(60)
+def test_pin_memory_without_cuda_is_refused_by_name():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    with vecenv.ShmemVecEnv([CounterEnv] * 2, num_workers=0) as venv:
+        with pytest.raises(vecenv.InvalidArgumentError, match=r"pin_memory=True.*CUDA is not"):
+            shared_tensors(venv, pin_memory=True)
+        with pytest.raises(
+            vecenv.InvalidArgumentError, match=r"pin_memory=\.\.\.\): expected True or False, got 1"
+        ):
+            shared_tensors(venv, pin_memory=1)
+        venv.reset()  # unharmed
+        assert not shared_tensors(venv).pinned

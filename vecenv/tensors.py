@@ -10,7 +10,10 @@ with nothing copied and nothing allocated. ``torch.from_numpy`` makes them
 
 A training loop then feeds the policy straight from the block, for example
 ``policy(t.observations.to(device))``; the one copy is the host-to-device one
-(or none on the CPU, where ``t.observations`` is the input itself).
+(or none on the CPU, where ``t.observations`` is the input itself). With
+``pin_memory=True`` the block is page-locked for CUDA (``cudaHostRegister``, as
+PyTorch's ``torch.cuda.cudart()`` exposes it), so that copy is a direct DMA
+transfer that ``non_blocking=True`` can overlap with the GPU's work.
 
 torch is an optional dependency, imported when :func:`shared_tensors` is
 called: ``pip install torch``.
@@ -19,7 +22,11 @@ called: ``pip install torch``.
 from __future__ import annotations
 
 import dataclasses
+import mmap
+import weakref
 from typing import Any
+
+import numpy as np
 
 from vecenv.errors import InvalidArgumentError
 
@@ -47,12 +54,17 @@ class SharedTensors:
     terminated, truncated : torch.Tensor
         ``torch.bool``, shape (num_envs,): gymnasium's flags (a done is their
         ``|``).
+    pinned : bool
+        Whether the block is page-locked for CUDA (``pin_memory=True``):
+        ``tensor.is_pinned()`` is then True and ``.to("cuda",
+        non_blocking=True)`` copies by DMA without a staging buffer.
     """
 
     observations: Any
     rewards: Any
     terminated: Any
     truncated: Any
+    pinned: bool = False
 
 
 def _engine(venv: Any) -> Any:
@@ -83,7 +95,79 @@ def _engine(venv: Any) -> Any:
     )
 
 
-def shared_tensors(venv: Any) -> SharedTensors:
+# cudaHostRegisterPortable: page-locked for every CUDA context, as PyTorch's
+# own registrations of shared memory do (torch/cuda/_pin_memory_utils.py).
+_CUDA_HOST_REGISTER_PORTABLE = 1
+
+
+def _unregister(cudart: Any, ptr: int, mapping: Any) -> None:
+    """Undo one registration; ``mapping`` (a view of the block) is held until
+    then, so the pages are unmapped only after CUDA let go of them. Errors are
+    ignored: a finalizer cannot raise, and a CUDA runtime being torn down has
+    let go already."""
+    try:
+        cudart.cudaHostUnregister(ptr)
+    except Exception:
+        pass
+
+
+class _Registration:
+    """One ``cudaHostRegister`` of a whole shared block, undone when the last
+    pinned tensor over it is gone (each holds this through its array's base,
+    see :class:`_PinnedLeaf`)."""
+
+    def __init__(self, block: Any, cudart: Any) -> None:
+        mapping = np.frombuffer(block, dtype=np.uint8)  # keeps the block mapped
+        ptr = int(mapping.ctypes.data)
+        # The mapping spans whole pages (mmap rounds its length up): register them all.
+        size = -(-mapping.nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+        err = int(cudart.cudaHostRegister(ptr, size, _CUDA_HOST_REGISTER_PORTABLE))
+        if err != 0:
+            name = getattr(cudart, "cudaGetErrorString", None)
+            why = f" ({name(err)})" if callable(name) else ""
+            raise RuntimeError(
+                f"shared_tensors(venv, pin_memory=True): cudaHostRegister of the "
+                f"{size}-byte shared block failed with cudaError {err}{why}"
+            )
+        self.ptr, self.size = ptr, size
+        weakref.finalize(self, _unregister, cudart, ptr, mapping)
+
+
+class _PinnedLeaf:
+    """A buffer of the block that NumPy wraps through ``__array_interface__``:
+    the array's base is this object, which holds the registration, so the
+    block stays page-locked while any tensor made from the array lives."""
+
+    def __init__(self, buf: np.ndarray, registration: _Registration) -> None:
+        self.__array_interface__ = buf.__array_interface__
+        self.buf = buf  # the block's own view, which keeps the block mapped
+        self.registration = registration
+
+
+def _pin(engine: Any, cudart: Any) -> _Registration:
+    """The live registration of ``engine``'s block, made if there is none
+    (registering a range twice is an error in CUDA)."""
+    col = engine._collector
+    registration = col.pinned() if col.pinned is not None else None
+    if registration is None:
+        registration = _Registration(engine._resources.block, cudart)
+        col.pinned = weakref.ref(registration)
+    return registration
+
+
+def _cudart(torch: Any) -> Any:
+    """PyTorch's CUDA runtime bindings, or InvalidArgumentError where CUDA is missing."""
+    if not torch.cuda.is_available():
+        raise InvalidArgumentError(
+            "shared_tensors(venv, pin_memory=True): page-locked memory is for copies to a "
+            f"CUDA device, and CUDA is not available here (torch {torch.__version__}, "
+            f"built for CUDA {torch.version.cuda}, torch.cuda.is_available() is False); "
+            "pass pin_memory=False"
+        )
+    return torch.cuda.cudart()
+
+
+def shared_tensors(venv: Any, pin_memory: bool = False) -> SharedTensors:
     """Torch tensors sharing ``venv``'s observation, reward and flag buffers.
 
     Parameters
@@ -94,6 +178,16 @@ def shared_tensors(venv: Any) -> SharedTensors:
         (``batch_size < num_envs``) the rows of the envs still in flight are
         being written while you read the others: read the rows of the envs
         that ``recv`` returned.
+    pin_memory : bool
+        Page-lock the whole shared block for CUDA (``cudaHostRegister``,
+        portable), as ``torch.Tensor.pin_memory()`` does for a copy, but in
+        place: ``t.observations.to("cuda", non_blocking=True)`` is then one
+        DMA transfer that overlaps the caller's GPU work. The block stays
+        page-locked while any tensor of a pinned call lives (calls share one
+        registration); it is undone when the last is gone, before the block
+        is unmapped. Page-locked memory cannot be swapped out; the block
+        holds about one batch of observations (two with
+        ``autoreset_mode="sb3"``), plus the actions, rewards and flags.
 
     Returns
     -------
@@ -110,7 +204,11 @@ def shared_tensors(venv: Any) -> SharedTensors:
         ``venv`` has no shared block (a RayVecEnv, a MultiAgentVecEnv,
         another library's vec env), is closed, or has observation leaves
         without a fixed layout (``pickled_leaves=True``), which are not in
-        the block.
+        the block; or ``pin_memory=True`` where CUDA is not available
+        (``torch.cuda.is_available()`` is False).
+    RuntimeError
+        ``pin_memory=True`` and CUDA refused to page-lock the block (the
+        CUDA error code is in the message; nothing stays registered).
 
     Notes
     -----
@@ -134,11 +232,24 @@ def shared_tensors(venv: Any) -> SharedTensors:
             "shared_tensors(venv): observation leaves without a fixed layout "
             "(pickled_leaves=True) travel through the pipes, not the shared block"
         )
-    leaves = [torch.from_numpy(buf) for buf in col.obs_bufs]
+    if not isinstance(pin_memory, bool):
+        raise InvalidArgumentError(
+            f"shared_tensors(venv, pin_memory=...): expected True or False, got {pin_memory!r}"
+        )
+    if pin_memory:
+        registration = _pin(engine, _cudart(torch))
+
+        def tensor(buf: np.ndarray) -> Any:
+            return torch.from_numpy(np.asarray(_PinnedLeaf(buf, registration)))
+
+    else:
+        tensor = torch.from_numpy
+    leaves = [tensor(buf) for buf in col.obs_bufs]
     observations = leaves[0] if col.single_obs else col.unflatten_obs(leaves)
     return SharedTensors(
         observations=observations,
-        rewards=torch.from_numpy(col.rew),
-        terminated=torch.from_numpy(col.term),
-        truncated=torch.from_numpy(col.trunc),
+        rewards=tensor(col.rew),
+        terminated=tensor(col.term),
+        truncated=tensor(col.trunc),
+        pinned=pin_memory,
     )
