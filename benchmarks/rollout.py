@@ -64,7 +64,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # the suite package (not there under python -P)
     sys.path.insert(0, str(HERE))
 from suite.envs import make_env  # noqa: E402
-from suite.machine import git_info, load_average, machine_info, versions  # noqa: E402
+from suite.machine import load_average, report_header  # noqa: E402
 
 from vecenv._cpus import usable_cpus  # noqa: E402
 
@@ -854,14 +854,8 @@ def main(argv=None) -> int:
     cores = usable_cpus()
     started = time.time()
     report: Dict[str, Any] = {
-        "schema": 1,
+        **report_header(args),
         "benchmark": "rollout",
-        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": [sys.executable, *sys.argv],
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "machine": machine_info(),
-        "versions": versions(),
-        "git": git_info(),
         "method": {
             "loop": "CleanRL ppo.py rollout: buffer write, policy forward (torch, 1 thread), "
             f"sample, step, store; an update every {UPDATE_EVERY} batch steps, excluded",

@@ -23,6 +23,8 @@ from vecenv import _autolayout
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 RUN = BENCHMARKS / "run.py"
+SCALING = BENCHMARKS / "scaling.py"
+TRANSFER = BENCHMARKS / "transfer.py"
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +137,100 @@ def test_quick_run_writes_report(tmp_path, suite):
     if importlib.util.find_spec("matplotlib") is not None:
         assert out.with_suffix(".png").stat().st_size > 0
         assert (out.parent / "bench-all.png").stat().st_size > 0
+
+
+@pytest.mark.timeout(180)
+def test_scaling_quick_run_writes_the_curve(tmp_path):
+    """benchmarks/scaling.py (issue 25's many-core curve) in its smoke-test
+    mode: CartPole-v1 x8 with 1 and 2 workers (capped at the usable cores)."""
+    out = tmp_path / "res" / "scaling.json"
+    r = subprocess.run(
+        [sys.executable, str(SCALING), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "(estimated:" in r.stdout and "of ideal" in r.stdout
+    report = json.loads(out.read_text())
+    cores = report["machine"]["usable_cores"]
+    assert cores >= 1 and report["versions"]["vecenv"] and "commit" in report["git"]
+    assert report["args"]["quick"] and report["args"]["workers"] == [1, 2]
+    assert report["elapsed_s"] > 0 and report["estimated_s"] > 0
+    workers = sorted({min(w, cores) for w in (1, 2)})
+    assert report["worker_counts"] == {"CartPole-v1 x8": workers}
+
+    (curve,) = report["curves"]
+    assert (curve["env"], curve["num_envs"]) == ("CartPole-v1", 8)
+    assert curve["raw_env_steps_per_s"] > 0
+    assert curve["ideal_env_steps_per_s"] == pytest.approx(
+        min(cores, 8) * curve["raw_env_steps_per_s"]
+    )
+    assert [row["workers"] for row in curve["rows"]] == workers
+    by_name = {e["contender"]: e for e in report["results"]}
+    envpool = importlib.util.find_spec("envpool") is not None
+    for row in curve["rows"]:
+        w = row["workers"]
+        assert row["vecenv"] > 0 and row["vecenv_vs_ideal"] > 0, row
+        e = by_name[f"vecenv_w{w}"]
+        assert (e["kind"], e["workers"], e["layout"]["num_workers"]) == ("vecenv", w, w)
+        assert len(e["env_steps_per_s"]["rounds"]) == 1
+        if envpool:
+            assert row["envpool"] > 0, row
+            assert by_name[f"envpool_t{w}"]["layout"]["config"]["num_threads"] == w
+    # No gymnasium AsyncVectorEnv in --quick (it says so), and no Pong x64 cell
+    # for the target.
+    assert "gym_async" not in by_name and curve["gym_async"] is None
+    assert any(
+        s["contender"] == "gym_async" and "--quick" in s["reason"] for s in report["skipped"]
+    )
+    assert report["target"]["status"] == "missing"
+
+
+@pytest.fixture
+def scaling(suite):
+    """benchmarks/scaling.py as a module (the suite's path set up by ``suite``)."""
+    spec = importlib.util.spec_from_file_location("_vecenv_scaling", SCALING)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_scaling_caps_workers_and_its_default_run_fits_in_minutes(scaling):
+    assert scaling.worker_counts([1, 2, 4, 8, 16], 2, 64) == [1, 2]
+    assert scaling.worker_counts([1, 2, 4, 8, 16], 12, 256) == [1, 2, 4, 8, 12]
+    assert scaling.worker_counts([1, 2, 4, 8, 16], 16, 8) == [1, 2, 4, 8]
+    assert scaling.parse_cells("pong:64,CartPole-v1:256") == [("pong", 64), ("cartpole", 256)]
+    with pytest.raises(ValueError):
+        scaling.parse_cells("pong")
+    args = scaling.parse_args([])
+    assert args.cells == [("pong", 64), ("cartpole", 256)] and args.workers == [1, 2, 4, 8, 16]
+    assert (args.rounds, args.seconds, args.gym_async_max) == (3, 1.0, 64)
+    assert args.out.parent == ROOT / "benchmarks" / "results" / "local"
+    # CartPole x256 would start 256 processes for gymnasium's AsyncVectorEnv.
+    assert scaling.gym_async_skip(args, 64) is None
+    assert "256 processes" in scaling.gym_async_skip(args, 256)
+    # The default run on 16 cores (Pong built in 0.2 s, CartPole in 1 ms; envpool
+    # beside): minutes, under the 8 that a lent machine's 10 allow.
+    make_s = {"pong": 0.2, "cartpole": 0.001}
+    total = sum(
+        scaling.estimate_cell_s(
+            args,
+            n,
+            scaling.worker_counts(args.workers, 16, n),
+            16,
+            make_s[key],
+            envpool=True,
+            gym=scaling.gym_async_skip(args, n) is None,
+        )
+        for key, n in args.cells
+    )
+    assert 60 < total < 8 * 60
+    quick = scaling.parse_args(["--quick"])
+    assert quick.cells == [("cartpole", 8)] and quick.workers == [1, 2]
+    assert (quick.rounds, quick.seconds, quick.gym_async_max) == (1, 0.2, 0)
+    assert scaling.estimate_cell_s(quick, 8, [1, 2], 2, 0.001, envpool=True, gym=False) < 10
 
 
 @pytest.mark.timeout(60)
@@ -477,3 +573,37 @@ def test_the_wait_wake_floor_is_only_for_layouts_with_workers(suite):
     assert not lockstep("vecenv_auto", session(num_workers=0, spin_s=0.0))
     assert not lockstep("vecenv_async", session(num_workers=2, batch_size=4))
     assert not lockstep("gym_sync", session())
+
+
+@pytest.mark.timeout(120)
+def test_transfer_smoke_run_on_the_cpu_times_every_way(tmp_path):
+    """benchmarks/transfer.py (issue 23's pinned-memory copy and GPU loop) with
+    --device cpu: the same code, each copy a clone, on CartPole x16."""
+    pytest.importorskip("torch")
+    out = tmp_path / "transfer.json"
+    cmd = [sys.executable, str(TRANSFER), "--device", "cpu", "--env", "CartPole-v1", "--quick"]
+    r = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, timeout=100)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["device"] == "cpu" and report["num_envs"] == 16
+    assert report["batch_bytes"] == 16 * 4 * 4  # CartPole: 4 float32 per env
+    assert set(report["copies"]) == {"pinned_block", "pageable_block", "returned_array"}
+    for way in report["copies"].values():
+        assert way["us"] > 0 and way["GB_per_s"] > 0
+    for way in report["loop_env_steps_per_s"].values():
+        assert way["median"] > 0 and len(way["rounds"]) == 1
+    assert "loop, policy fed from pinned_block" in r.stdout
+
+
+@pytest.mark.timeout(60)
+def test_transfer_on_cuda_without_cuda_says_so():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    r = subprocess.run(
+        [sys.executable, str(TRANSFER), "--device", "cuda", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert r.returncode != 0 and "CUDA is not available" in r.stderr

@@ -36,8 +36,16 @@ from .contenders import (
     contender_fits,
     lockstep_vecenv,
 )
-from .envs import ACTION_POOL, ENV_ALIASES, ENVS, probe_env, sample_actions, time_one_env
-from .machine import git_info, load_average, machine_info, versions
+from .envs import (
+    ACTION_POOL,
+    ENV_ALIASES,
+    ENVS,
+    env_entry,
+    probe_env,
+    sample_actions,
+    time_one_env,
+)
+from .machine import load_average, report_header
 from .measure import Floor, measure
 from .plots import plot_all, plot_summary
 from .report import cell_summary, conclude, print_report, write
@@ -53,6 +61,13 @@ def parse_list(text: Optional[str], kind=str) -> Optional[List[Any]]:
     if text is None:
         return None
     return [kind(x.strip()) for x in text.split(",") if x.strip()]
+
+
+def fill_defaults(args: argparse.Namespace, **defaults: Tuple[Any, Any]) -> None:
+    """Set each argument still None to its (quick, full) default, by ``args.quick``."""
+    for name, (quick, full) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -117,15 +132,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--list", action="store_true", help="list envs and contenders, then exit")
     args = p.parse_args(argv)
+    fill_defaults(
+        args,
+        rounds=(1, 3),
+        seconds=(0.2, 0.5),
+        warmup=(0.05, 0.2),
+        floor_iterations=(300, 3000),
+    )
     q = args.quick
-    if args.rounds is None:
-        args.rounds = 1 if q else 3
-    if args.seconds is None:
-        args.seconds = 0.2 if q else 0.5
-    if args.warmup is None:
-        args.warmup = 0.05 if q else 0.2
-    if args.floor_iterations is None:
-        args.floor_iterations = 300 if q else 3000
     if args.rounds < 1 or args.seconds <= 0 or args.warmup < 0 or args.floor_iterations < 1:
         p.error("--rounds, --seconds and --floor-iterations must be positive, --warmup >= 0")
     if args.out is not None and args.publish:
@@ -255,15 +269,7 @@ def run(args) -> Dict[str, Any]:
     cores = usable_cpus()
     started = time.time()
     report: Dict[str, Any] = {
-        "schema": 1,
-        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": [sys.executable, *sys.argv],
-        "args": {
-            k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "list"
-        },
-        "machine": machine_info(),
-        "versions": versions(),
-        "git": git_info(),
+        **report_header(args, skip=("list",)),
         "method": {
             "seconds_per_round": args.seconds,
             "rounds": args.rounds,
@@ -301,14 +307,7 @@ def run(args) -> Dict[str, Any]:
             console.print(f"[yellow]skip env {spec.label}[/yellow]: {why}")
             continue
         env_specs.append((spec, spaces))
-        report["envs"][spec.label] = {
-            "gym_id": spec.gym_id,
-            "observation_space": str(spaces[0]),
-            "action_space": str(spaces[1]),
-            "envpool": spec.envpool_id,
-            "envpool_kwargs": spec.envpool_kwargs,
-            "envpool_note": spec.envpool_note,
-        }
+        report["envs"][spec.label] = env_entry(spec, spaces)
 
     floor = Floor(args.floor_iterations)
     floor.build()

@@ -148,3 +148,15 @@ def sample_actions(space, shape_prefix: Tuple[int, ...], seed: int) -> np.ndarra
     n = int(np.prod(shape_prefix))
     flat = [space.sample() for _ in range(n)]
     return np.asarray(flat).reshape(*shape_prefix, *space.shape)
+
+
+def env_entry(spec: EnvSpec, spaces) -> Dict[str, Any]:
+    """What a benchmark JSON says of an env: its ids, spaces and envpool's settings."""
+    return {
+        "gym_id": spec.gym_id,
+        "observation_space": str(spaces[0]),
+        "action_space": str(spaces[1]),
+        "envpool": spec.envpool_id,
+        "envpool_kwargs": spec.envpool_kwargs,
+        "envpool_note": spec.envpool_note,
+    }

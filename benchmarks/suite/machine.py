@@ -7,6 +7,7 @@ Every benchmark script writes these into its JSON (``benchmarks/run.py``,
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata
 import os
 import platform
@@ -139,3 +140,22 @@ def git_info() -> Dict[str, Any]:
         return {"commit": head.stdout.strip(), "dirty": bool(dirty)}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None}
+
+
+def report_header(args: Any, skip: Iterable[str] = ()) -> Dict[str, Any]:
+    """The head of every benchmark JSON: schema, time, command line, arguments
+    (``skip`` left out), the machine (its load average now, at the start), the
+    versions and the commit."""
+    return {
+        "schema": 1,
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": [sys.executable, *sys.argv],
+        "args": {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in vars(args).items()
+            if k not in skip
+        },
+        "machine": machine_info(),
+        "versions": versions(),
+        "git": git_info(),
+    }
