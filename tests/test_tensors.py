@@ -164,6 +164,7 @@ class _FakeCudart:
         self.register_error = register_error
         self.registered = []
         self.unregistered = []
+        self.synced = 0  # torch.cuda.synchronize calls, which must come before an unregister
 
     def cudaHostRegister(self, ptr, size, flags):
         self.registered.append((ptr, size, flags))
@@ -173,8 +174,11 @@ class _FakeCudart:
         import ctypes
 
         size = next(s for p, s, _ in self.registered if p == ptr)
-        self.unregistered.append((ptr, ctypes.string_at(ptr + size - 1, 1)))
+        self.unregistered.append((ptr, ctypes.string_at(ptr + size - 1, 1), self.synced))
         return 0
+
+    def synchronize(self):
+        self.synced += 1
 
 
 @pytest.fixture
@@ -182,6 +186,7 @@ def fake_cuda(monkeypatch):
     cudart = _FakeCudart()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "cudart", lambda: cudart)
+    monkeypatch.setattr(torch.cuda, "synchronize", cudart.synchronize)
     return cudart
 
 
@@ -226,7 +231,8 @@ def test_pin_memory_registers_the_whole_block_once_while_pinned_tensors_live(
     last = observations.numpy().copy()
     del observations
     gc.collect()
-    assert [p for p, _ in fake_cuda.unregistered] == [ptr]
+    [(unregistered, _, synced)] = fake_cuda.unregistered
+    assert unregistered == ptr and synced == 1  # the device was waited for first
     np.testing.assert_array_equal(last, obs)  # the last step, read after close
 
 
@@ -244,11 +250,15 @@ def test_pin_memory_registers_again_once_the_last_pinned_tensor_is_gone(fake_cud
 
 @pytest.mark.timeout(60)
 def test_pin_memory_failure_names_the_cuda_error_and_keeps_nothing(fake_cuda):
+    import gc
+
     fake_cuda.register_error = 712  # cudaErrorHostMemoryAlreadyRegistered
     with vecenv.ShmemVecEnv([CounterEnv] * 2, num_workers=0) as venv:
-        with pytest.raises(RuntimeError, match=r"cudaHostRegister .*cudaError 712"):
+        with pytest.raises(vecenv.CudaError, match=r"cudaHostRegister returned cudaError 712") as e:
             shared_tensors(venv, pin_memory=True)
-        assert fake_cuda.unregistered == []
+        assert e.value.code == 712 and isinstance(e.value, RuntimeError)
+        gc.collect()
+        assert fake_cuda.unregistered == []  # nothing was registered: nothing undone
         fake_cuda.register_error = 0
         assert shared_tensors(venv, pin_memory=True).pinned  # a retry registers
         assert len(fake_cuda.registered) == 2
@@ -261,9 +271,52 @@ def test_pin_memory_without_cuda_is_refused_by_name():
     with vecenv.ShmemVecEnv([CounterEnv] * 2, num_workers=0) as venv:
         with pytest.raises(vecenv.InvalidArgumentError, match=r"pin_memory=True.*CUDA is not"):
             shared_tensors(venv, pin_memory=True)
-        with pytest.raises(
-            vecenv.InvalidArgumentError, match=r"pin_memory=\.\.\.\): expected True or False, got 1"
-        ):
-            shared_tensors(venv, pin_memory=1)
         venv.reset()  # unharmed
         assert not shared_tensors(venv).pinned
+
+
+@pytest.mark.timeout(60)
+def test_pin_memory_must_be_a_bool_and_is_checked_first():
+    with vecenv.ShmemVecEnv([CounterEnv] * 2, num_workers=0) as venv:
+        with pytest.raises(vecenv.InvalidArgumentError, match=r"expected True or False, got 1"):
+            shared_tensors(venv, pin_memory=1)
+    with pytest.raises(vecenv.InvalidArgumentError, match=r"expected True or False, got 'yes'"):
+        shared_tensors(venv, pin_memory="yes")  # before the closed vec env is noticed
+
+
+class _DictObsEnv(gym.Env):
+    observation_space = gym.spaces.Dict(
+        {
+            "frame": gym.spaces.Box(0, 255, (3, 5), np.uint8),
+            "pos": gym.spaces.Tuple(
+                (gym.spaces.Box(-1, 1, (2,), np.float32), gym.spaces.Discrete(4))
+            ),
+        }
+    )
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.observation_space.sample(), float(self.t), False, False, {}
+
+
+@pytest.mark.timeout(60)
+def test_pinned_tensors_of_a_dict_space_are_the_blocks_leaves(fake_cuda):
+    with vecenv.ShmemVecEnv([_DictObsEnv] * 3, num_workers=1) as venv:
+        plain, pinned = shared_tensors(venv), shared_tensors(venv, pin_memory=True)
+        venv.reset()
+        obs, rew, _, _ = venv.step(np.zeros(3, np.int64))
+        _assert_equal(pinned.observations, obs)
+        for a, b in zip(_leaves(plain.observations), _leaves(pinned.observations)):
+            assert a.data_ptr() == b.data_ptr() and a.stride() == b.stride() and a.dtype == b.dtype
+        np.testing.assert_array_equal(pinned.rewards.numpy(), rew)
+        [(ptr, size, _)] = fake_cuda.registered
+        for leaf in _leaves(pinned.observations):
+            assert ptr <= leaf.data_ptr() < ptr + size

@@ -123,7 +123,6 @@ class Collector:
         finals = layout.episode_views(block)  # episode_statistics: the workers' finals
         self.episodes = _episodes.EpisodeReport(finals) if finals else None
         self.busy_ns: Any = _stats.busy_view(block, 0, pool.num_workers)  # workers' BUSY_NS
-        self.pinned: Any = None  # vecenv.tensors: a weakref to the block's CUDA registration
         arrays = ctrl.arrays()
         self.status = arrays[1]
         self.tickets = arrays[3]  # a round message carries its env's ticket

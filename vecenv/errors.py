@@ -212,6 +212,22 @@ class WatchdogTimeoutError(VecEnvTimeoutError):
     """
 
 
+class CudaError(VecEnvError, RuntimeError):
+    """CUDA refused what vecenv asked of it: page-locking the shared block
+    (:func:`vecenv.tensors.shared_tensors` with ``pin_memory=True``).
+
+    Attributes
+    ----------
+    code : int
+        CUDA's ``cudaError_t`` number (for example 712,
+        ``cudaErrorHostMemoryAlreadyRegistered``, or 2, out of memory).
+    """
+
+    def __init__(self, message: str, *, code: int):
+        super().__init__(message)
+        self.code = code
+
+
 class RemoteTraceback(Exception):
     """Carries a worker's formatted traceback as the ``__cause__`` of a
     :class:`WorkerError`, so that both sides show in one report."""

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from vecenv.errors import InvalidArgumentError
+from vecenv.errors import CudaError, InvalidArgumentError
 
 __all__ = ["SharedTensors", "shared_tensors"]
 
@@ -55,9 +55,12 @@ class SharedTensors:
         ``torch.bool``, shape (num_envs,): gymnasium's flags (a done is their
         ``|``).
     pinned : bool
-        Whether the block is page-locked for CUDA (``pin_memory=True``):
-        ``tensor.is_pinned()`` is then True and ``.to("cuda",
-        non_blocking=True)`` copies by DMA without a staging buffer.
+        Whether these tensors hold a page-lock of the block for CUDA (the
+        call had ``pin_memory=True``): the block stays page-locked while
+        they live, ``tensor.is_pinned()`` is True and ``.to("cuda",
+        non_blocking=True)`` copies by DMA without a staging buffer. Tensors
+        of a plain call report False, even while other tensors hold a
+        page-lock of the same block.
     """
 
     observations: Any
@@ -99,16 +102,25 @@ def _engine(venv: Any) -> Any:
 # own registrations of shared memory do (torch/cuda/_pin_memory_utils.py).
 _CUDA_HOST_REGISTER_PORTABLE = 1
 
+# Each vec env's live registration, as a weak reference (see _pin).
+_registrations: weakref.WeakKeyDictionary[Any, weakref.ReferenceType] = weakref.WeakKeyDictionary()
 
-def _unregister(cudart: Any, ptr: int, mapping: Any) -> None:
-    """Undo one registration; ``mapping`` (a view of the block) is held until
-    then, so the pages are unmapped only after CUDA let go of them. Errors are
-    ignored: a finalizer cannot raise, and a CUDA runtime being torn down has
-    let go already."""
+
+def _unregister(sync: Any, cudart: Any, ptr: int, mapping: Any) -> None:
+    """Undo one registration. First wait for the device, so that no copy
+    still reads the pages; ``mapping`` (a view of the block, held by the
+    finalizer until this returns) keeps them mapped until CUDA let go of
+    them. Errors are ignored: a finalizer cannot raise, and a CUDA runtime
+    being torn down has let go already."""
+    try:
+        sync()
+    except Exception:
+        pass
     try:
         cudart.cudaHostUnregister(ptr)
     except Exception:
         pass
+    del mapping  # released only now
 
 
 class _Registration:
@@ -116,21 +128,24 @@ class _Registration:
     pinned tensor over it is gone (each holds this through its array's base,
     see :class:`_PinnedLeaf`)."""
 
-    def __init__(self, block: Any, cudart: Any) -> None:
+    def __init__(self, block: Any, torch: Any) -> None:
+        cudart = torch.cuda.cudart()
         mapping = np.frombuffer(block, dtype=np.uint8)  # keeps the block mapped
         ptr = int(mapping.ctypes.data)
         # The mapping spans whole pages (mmap rounds its length up): register them all.
         size = -(-mapping.nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+        # The finalizer first: a Ctrl-C just after the registration still undoes it
+        # (unregistering a range that was never registered is an ignored error).
+        undo = weakref.finalize(self, _unregister, torch.cuda.synchronize, cudart, ptr, mapping)
         err = int(cudart.cudaHostRegister(ptr, size, _CUDA_HOST_REGISTER_PORTABLE))
         if err != 0:
-            name = getattr(cudart, "cudaGetErrorString", None)
-            why = f" ({name(err)})" if callable(name) else ""
-            raise RuntimeError(
-                f"shared_tensors(venv, pin_memory=True): cudaHostRegister of the "
-                f"{size}-byte shared block failed with cudaError {err}{why}"
+            undo.detach()
+            raise CudaError(
+                f"shared_tensors(venv, pin_memory=True): CUDA refused to page-lock the "
+                f"{size}-byte shared block (cudaHostRegister returned cudaError {err})",
+                code=err,
             )
         self.ptr, self.size = ptr, size
-        weakref.finalize(self, _unregister, cudart, ptr, mapping)
 
 
 class _PinnedLeaf:
@@ -144,27 +159,24 @@ class _PinnedLeaf:
         self.registration = registration
 
 
-def _pin(engine: Any, cudart: Any) -> _Registration:
+def _pin(engine: Any, torch: Any) -> _Registration:
     """The live registration of ``engine``'s block, made if there is none
-    (registering a range twice is an error in CUDA)."""
-    col = engine._collector
-    registration = col.pinned() if col.pinned is not None else None
-    if registration is None:
-        registration = _Registration(engine._resources.block, cudart)
-        col.pinned = weakref.ref(registration)
-    return registration
-
-
-def _cudart(torch: Any) -> Any:
-    """PyTorch's CUDA runtime bindings, or InvalidArgumentError where CUDA is missing."""
+    (CUDA refuses to register a range twice). Not for concurrent calls from
+    several threads on one vec env."""
     if not torch.cuda.is_available():
+        cuda = torch.version.cuda
+        build = f"built for CUDA {cuda}" if cuda else "a CPU-only build"
         raise InvalidArgumentError(
             "shared_tensors(venv, pin_memory=True): page-locked memory is for copies to a "
             f"CUDA device, and CUDA is not available here (torch {torch.__version__}, "
-            f"built for CUDA {torch.version.cuda}, torch.cuda.is_available() is False); "
-            "pass pin_memory=False"
+            f"{build}, torch.cuda.is_available() is False); pass pin_memory=False"
         )
-    return torch.cuda.cudart()
+    ref = _registrations.get(engine)
+    registration = ref() if ref is not None else None
+    if registration is None:
+        registration = _Registration(engine._resources.block, torch)
+        _registrations[engine] = weakref.ref(registration)
+    return registration
 
 
 def shared_tensors(venv: Any, pin_memory: bool = False) -> SharedTensors:
@@ -182,9 +194,14 @@ def shared_tensors(venv: Any, pin_memory: bool = False) -> SharedTensors:
         Page-lock the whole shared block for CUDA (``cudaHostRegister``,
         portable), as ``torch.Tensor.pin_memory()`` does for a copy, but in
         place: ``t.observations.to("cuda", non_blocking=True)`` is then one
-        DMA transfer that overlaps the caller's GPU work. The block stays
-        page-locked while any tensor of a pinned call lives (calls share one
-        registration); it is undone when the last is gone, before the block
+        DMA transfer that returns at once, leaving the caller's thread free
+        while it runs. Such a copy may still be reading the block when the
+        call returns: let it finish (``torch.cuda.current_stream()
+        .synchronize()``, or anything that waits for a result of it, such
+        as ``actions.cpu()``) before the next ``step``/``send``/``reset``
+        overwrites the rows. The block stays page-locked while any tensor of
+        a pinned call lives (calls share one registration); the last one
+        gone undoes it, after waiting for the device, and before the block
         is unmapped. Page-locked memory cannot be swapped out; the block
         holds about one batch of observations (two with
         ``autoreset_mode="sb3"``), plus the actions, rewards and flags.
@@ -206,9 +223,10 @@ def shared_tensors(venv: Any, pin_memory: bool = False) -> SharedTensors:
         without a fixed layout (``pickled_leaves=True``), which are not in
         the block; or ``pin_memory=True`` where CUDA is not available
         (``torch.cuda.is_available()`` is False).
-    RuntimeError
-        ``pin_memory=True`` and CUDA refused to page-lock the block (the
-        CUDA error code is in the message; nothing stays registered).
+    CudaError
+        ``pin_memory=True`` and CUDA refused to page-lock the block
+        (``code`` is CUDA's error number; nothing stays registered). A
+        ``RuntimeError`` too.
 
     Notes
     -----
@@ -216,6 +234,10 @@ def shared_tensors(venv: Any, pin_memory: bool = False) -> SharedTensors:
     observation of its next episode, as the step returns it; the last one is
     in ``infos[i]["terminal_observation"]``.
     """
+    if not isinstance(pin_memory, bool):
+        raise InvalidArgumentError(
+            f"shared_tensors(venv, pin_memory=...): expected True or False, got {pin_memory!r}"
+        )
     try:
         import torch
     except ModuleNotFoundError as exc:
@@ -232,12 +254,8 @@ def shared_tensors(venv: Any, pin_memory: bool = False) -> SharedTensors:
             "shared_tensors(venv): observation leaves without a fixed layout "
             "(pickled_leaves=True) travel through the pipes, not the shared block"
         )
-    if not isinstance(pin_memory, bool):
-        raise InvalidArgumentError(
-            f"shared_tensors(venv, pin_memory=...): expected True or False, got {pin_memory!r}"
-        )
     if pin_memory:
-        registration = _pin(engine, _cudart(torch))
+        registration = _pin(engine, torch)
 
         def tensor(buf: np.ndarray) -> Any:
             return torch.from_numpy(np.asarray(_PinnedLeaf(buf, registration)))
