@@ -6,6 +6,11 @@ x256) and every worker count (by default 1, 2, 4, 8 and 16, each capped at
 the usable cores and at num_envs) it opens, together and once per cell:
 
 * vecenv: ``ShmemVecEnv(env_fns, num_workers=w)`` in lockstep, one per count;
+* the machine's ceiling for that count: w plain processes (the start method
+  vecenv's workers use), each stepping its share of the envs (env i in process
+  i mod w) in turn with pre-sampled actions, as the raw env below does, with
+  no IPC while timed: they start together at a barrier, each times its own
+  env-steps over the round's seconds, and the parent sums their rates;
 * envpool (where it is installed and has the env): its sync mode,
   ``envpool.make(num_envs=n, batch_size=n, num_threads=w)``, one per count,
   Pong set as close to gymnasium's as the suite sets it (``suite/envs.py``);
@@ -20,19 +25,23 @@ pieces: its env specs and factory, its sessions and :func:`suite.measure.measure
 and :func:`suite.results.record_cell`, whose ideal is
 ``min(usable cores, num_envs) x one raw env's steps/s``. Per cell it prints a
 table of the medians: per worker count vecenv's env-steps/s, its fraction of
-the ideal and of ``min(w, cores, num_envs) x raw`` (linear scaling), envpool
-with as many threads beside it, then gymnasium's and the ideal; and the
-target of issue 25 (Pong x64 with 16 workers at >= 0.85 of ideal).
+the ideal and of ``min(w, cores, num_envs) x raw`` (linear scaling), the w raw
+processes and vecenv's fraction of them (vecenv's own overhead, apart from the
+machine's all-core limits: all-core clock, SMT siblings, memory bandwidth),
+envpool with as many threads beside it, then gymnasium's and the ideal; and
+the target of issue 25 (Pong x64 with 16 workers at >= 0.85 of ideal).
 
 Usage::
 
-    python benchmarks/scaling.py            # the default curve; it prints its estimate first (about 2 min on 16 cores)
+    python benchmarks/scaling.py            # the default curve; it prints its estimate first (about 3 min on 16 cores)
     python benchmarks/scaling.py --quick    # a smoke test: cartpole x8, workers 1,2, one round of 0.2 s
     python benchmarks/scaling.py --cells pong:64 --workers 1,4,16 --rounds 5
 
-Writes the JSON (the machine, versions, commit, arguments, every round) to
-``benchmarks/results/local/scaling-<UTC time>.json`` (git-ignored; ``--out``
-to choose). Run it on a quiet machine: every core is in the measurement.
+Writes the JSON (the machine with its cgroup CPU quota, versions, commit,
+arguments, every round) to ``benchmarks/results/local/scaling-<UTC time>.json``
+(git-ignored; ``--out`` to choose), rewritten after every cell (``"complete":
+false`` until the end), so a run stopped by a time limit keeps the cells it
+finished. Run it on a quiet machine: every core is in the measurement.
 """
 
 from __future__ import annotations
@@ -43,6 +52,8 @@ import datetime
 import functools
 import importlib.util
 import json
+import multiprocessing
+import multiprocessing.connection
 import os
 import sys
 import time
@@ -112,6 +123,7 @@ ENVPOOL_BUILD_SHARE = 0.3  # per env, whatever the threads
 STARTUP_S = 2.0  # once per run: importing envpool, vecenv's first worker start
 
 RAW = "raw"
+RAW_PROCS_START_S = 120.0  # the w raw processes build their envs within this
 GYM_ASYNC = "gym_async"  # the suite's contender (and its reference name)
 
 
@@ -121,6 +133,142 @@ def vecenv_name(w: int) -> str:
 
 def envpool_name(w: int) -> str:
     return f"envpool_t{w}"
+
+
+def raw_procs_name(w: int) -> str:
+    return f"raw_procs_w{w}"
+
+
+def _raw_proc_main(factory, env_ids: List[int], seed: int, barrier, conn) -> None:
+    """One of the w raw processes: build envs ``env_ids``, say "ready", then
+    per request of ``seconds`` wait at ``barrier`` for the others and step the
+    envs in turn, each with its pre-sampled actions and reset when done, for
+    ``seconds``, and send back ``(env_steps, elapsed_s)``; None stops it."""
+    warnings.filterwarnings("ignore")
+    try:
+        envs = [factory() for _ in env_ids]
+        steps, resets, actions = [], [], []
+        for i, env in zip(env_ids, envs):
+            env.reset(seed=seed + i)
+            steps.append(env.step)
+            resets.append(env.reset)
+            actions.append(list(sample_actions(env.action_space, (1024,), seed + i)))
+        m = len(envs)
+        conn.send("ready")
+        # The parent's end of this pipe may be open in its other children
+        # (fork), so no EOF says that it died: its sentinel does.
+        parent = multiprocessing.parent_process()
+        c = 0  # env c % m takes its action (c // m) % 1024
+        while True:
+            if parent is not None and conn not in multiprocessing.connection.wait(
+                [conn, parent.sentinel]
+            ):
+                break
+            seconds = conn.recv()
+            if seconds is None:
+                break
+            barrier.wait(timeout=RAW_PROCS_START_S)
+            perf = time.perf_counter
+            t0 = t = perf()
+            deadline = t0 + seconds
+            done = 0
+            while t < deadline:
+                j = c % m
+                _, _, terminated, truncated, _ = steps[j](actions[j][(c // m) % 1024])
+                if terminated or truncated:
+                    resets[j]()
+                c += 1
+                done += 1
+                t = perf()
+            conn.send((done, t - t0))
+        for env in envs:
+            env.close()
+    except BaseException as exc:
+        try:
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        except Exception:
+            pass
+
+
+class RawProcsSession(Session):
+    """The machine's ceiling for w workers: w plain processes
+    (:func:`_raw_proc_main`, started with the default start method, as
+    vecenv's workers are), env i of ``n`` in process i mod w. :meth:`run`
+    times one window and returns the sum of the processes' env-steps/s."""
+
+    def __init__(self, spec: EnvSpec, n: int, w: int, seed: int):
+        super().__init__()
+        mp = multiprocessing.get_context()
+        barrier = mp.Barrier(w)
+        self.procs: List[Any] = []
+        self.conns: List[Any] = []
+        try:
+            for k in range(w):
+                parent, child = mp.Pipe()
+                p = mp.Process(
+                    target=_raw_proc_main,
+                    args=(spec.factory(), list(range(k, n, w)), seed, barrier, child),
+                    name=f"scaling-raw-{k}",
+                    daemon=True,
+                )
+                p.start()
+                child.close()
+                self.procs.append(p)
+                self.conns.append(parent)
+            for k in range(w):
+                self._recv(k, RAW_PROCS_START_S)
+        except BaseException:
+            self.close()
+            raise
+        self.env_steps_per_call = n
+        self.layout = {
+            "processes": w,
+            "envs_per_process": -(-n // w),
+            "start_method": mp.get_start_method(),
+        }
+
+    def _recv(self, k: int, timeout: float) -> Any:
+        conn = self.conns[k]
+        if not conn.poll(timeout):
+            raise RuntimeError(f"raw process {k} did not answer in {timeout:.0f} s")
+        msg = conn.recv()  # EOFError where it died
+        if isinstance(msg, tuple) and msg[0] == "error":
+            raise RuntimeError(f"raw process {k}: {msg[1]}")
+        return msg
+
+    def run(self, seconds: float) -> float:
+        """Step all w processes for ``seconds`` from a common start: their summed env-steps/s."""
+        for conn in self.conns:
+            conn.send(seconds)
+        total = 0.0
+        for k in range(len(self.conns)):
+            steps, elapsed = self._recv(k, seconds + RAW_PROCS_START_S)
+            total += steps / elapsed
+        return total
+
+    def close(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send(None)
+            except (OSError, ValueError):
+                pass
+        for p in self.procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=5)
+        for conn in self.conns:
+            conn.close()
+        self.procs, self.conns = [], []
+
+
+def timed(s: Session, seconds: float, warmup_calls: int = 0) -> Tuple[float, List[float]]:
+    """One timed window of session ``s``: its env-steps/s and its per-call
+    latencies (:func:`suite.measure.measure`; none for the raw processes)."""
+    if isinstance(s, RawProcsSession):
+        return s.run(seconds), []
+    steps, elapsed, lat = measure(s, seconds, warmup_calls=warmup_calls)
+    return steps / elapsed, lat
 
 
 def parse_cells(text: str) -> List[Tuple[str, int]]:
@@ -239,12 +387,13 @@ def estimate_cell_s(
     gym: bool,
 ) -> float:
     """Predicted seconds for one cell: every session's warm-up and rounds, and
-    opening them (``make_s``: one env built, reset and closed in this process)."""
+    opening them (``make_s``: one env built, reset and closed in this process).
+    The w raw processes start and build their envs as vecenv's w workers do."""
     per_session = args.warmup + args.rounds * (args.seconds + 0.01)
-    sessions = 1 + len(workers) * (2 if envpool else 1) + (1 if gym else 0)
+    sessions = 1 + len(workers) * (3 if envpool else 2) + (1 if gym else 0)
     total = sessions * per_session + make_s  # the raw env
     for w in workers:
-        total += VECENV_OPEN_S + n * make_s * VECENV_BUILD_SHARE / min(w, cores)
+        total += 2 * (VECENV_OPEN_S + n * make_s * VECENV_BUILD_SHARE / min(w, cores))
         if envpool:
             total += ENVPOOL_OPEN_S + n * make_s * ENVPOOL_BUILD_SHARE
     if gym:
@@ -314,6 +463,11 @@ def run_cell(
     }
     for w in workers:
         openers[vecenv_name(w)] = ("vecenv", w, functools.partial(_open_vecenv, ctx, num_workers=w))
+        openers[raw_procs_name(w)] = (
+            "raw_procs",
+            w,
+            functools.partial(RawProcsSession, spec, n, w, args.seed),
+        )
     gym_why = gym_async_skip(args, n)
     if gym_why is None:
         openers[GYM_ASYNC] = ("gym_async", None, functools.partial(CONTENDERS[GYM_ASYNC].open, ctx))
@@ -341,7 +495,7 @@ def run_cell(
         # Warm-up (excluded), every session alone.
         for name, s in list(sessions.items()):
             try:
-                measure(s, args.warmup, warmup_calls=3)
+                timed(s, args.warmup, warmup_calls=3)
             except Exception as exc:
                 _drop(sessions, name, report, where, f"failed in warm-up: {exc!r}")
         # Interleaved rounds, the order rotated each round.
@@ -354,11 +508,11 @@ def run_cell(
                 if name not in sessions:
                     continue
                 try:
-                    steps, elapsed, lat = measure(sessions[name], args.seconds)
+                    rate, lat = timed(sessions[name], args.seconds)
                 except Exception as exc:
                     _drop(sessions, name, report, where, f"failed while timed: {exc!r}")
                     continue
-                rates[name].append(steps / elapsed)
+                rates[name].append(rate)
                 lats[name].extend(lat)
         record_cell(spec, n, cores, sessions, rates, lats, {}, report)
     finally:
@@ -394,6 +548,7 @@ def curve(report, env: str, n: int, workers: List[int], cores: int) -> Dict[str,
     for w in workers:
         linear = raw * min(w, cores, n) if raw else None
         v, p = _median(report, env, n, vecenv_name(w)), _median(report, env, n, envpool_name(w))
+        procs = _median(report, env, n, raw_procs_name(w))
         rows.append(
             {
                 "workers": w,
@@ -401,6 +556,9 @@ def curve(report, env: str, n: int, workers: List[int], cores: int) -> Dict[str,
                 "vecenv": v,
                 "vecenv_vs_ideal": _ratio(v, ideal),
                 "vecenv_vs_linear": _ratio(v, linear),
+                "raw_procs": procs,
+                "raw_procs_vs_ideal": _ratio(procs, ideal),
+                "vecenv_vs_raw_procs": _ratio(v, procs),
                 "envpool": p,
                 "envpool_vs_ideal": _ratio(p, ideal),
             }
@@ -440,6 +598,8 @@ def print_curve(console: Console, report, cv: Dict[str, Any], args, cores: int) 
                 _spread(report, env, n, vecenv_name(w)),
                 _frac(r["vecenv_vs_ideal"]),
                 _frac(r["vecenv_vs_linear"]),
+                _spread(report, env, n, raw_procs_name(w)),
+                _frac(r["vecenv_vs_raw_procs"]),
                 _spread(report, env, n, envpool_name(w)),
                 _frac(r["envpool_vs_ideal"]),
             ]
@@ -450,26 +610,31 @@ def print_curve(console: Console, report, cv: Dict[str, Any], args, cores: int) 
             f"gymnasium AsyncVectorEnv ({n} processes)",
             _spread(report, env, n, GYM_ASYNC) if gym else "skipped",
             _frac(cv["gym_async_vs_ideal"]),
-            "",
-            "",
-            "",
+            *[""] * 5,
         ]
     )
-    rows.append(["one raw env (in process)", fmt_rate(cv["raw_env_steps_per_s"]), "", "", "", ""])
+    rows.append(["one raw env (in process)", fmt_rate(cv["raw_env_steps_per_s"]), *[""] * 6])
     rows.append(
         [
             f"ideal: {min(cores, n)} x one raw env",
             fmt_rate(cv["ideal_env_steps_per_s"]),
             "1.00",
-            "",
-            "",
-            "",
+            *[""] * 5,
         ]
     )
     console.table(
         f"{env} x{n}: env-steps/s, median ±half-range over {args.rounds} round(s) of "
         f"{args.seconds} s; {report['machine']['cpu_model']}, {cores} usable cores",
-        ["workers", "vecenv", "of ideal", "of w x raw", "envpool sync (threads)", "of ideal"],
+        [
+            "workers",
+            "vecenv",
+            "of ideal",
+            "of w x raw",
+            "w raw processes",
+            "of w raw procs",
+            "envpool sync (threads)",
+            "of ideal",
+        ],
         rows,
     )
 
@@ -515,6 +680,9 @@ def run(args: argparse.Namespace, console: Console) -> Dict[str, Any]:
             "ideal": "min(usable cores, num_envs) x one raw env's steps/s in the same cell",
             "linear": "min(workers, usable cores, num_envs) x one raw env's steps/s",
             "vecenv": "ShmemVecEnv(env_fns, num_workers=w), lockstep step(actions)",
+            "raw_procs": "w plain processes (the default start method), env i of num_envs in "
+            "process i mod w, each stepping its envs in turn with pre-sampled actions, no IPC "
+            "while timed: started together at a barrier, the sum of their env-steps/s",
             "envpool": "envpool.make(num_envs=n, batch_size=n, num_threads=w), step(actions)",
             "gym_async": "gymnasium AsyncVectorEnv(shared_memory=True), one process per env",
             "action_pool": ACTION_POOL,
@@ -526,10 +694,13 @@ def run(args: argparse.Namespace, console: Console) -> Dict[str, Any]:
         "curves": [],
         "skipped": [],
         "notes": [],
+        "complete": False,
     }
+    m = report["machine"]
     console.print(
-        f"[bold]vecenv many-core curve[/bold]: {report['machine']['cpu_model']}, "
-        f"{cores} usable cores, cells "
+        f"[bold]vecenv many-core curve[/bold]: {m['cpu_model']}, "
+        f"{cores} usable cores (os.cpu_count() {m['logical_cores']}, cgroup cpu.max "
+        f"{m['cpu_max'] or '-'}), cells "
         + ", ".join(f"{ENVS[k].label} x{n}" for k, n in args.cells)
         + f", workers {args.workers}, {args.rounds} round(s) x {args.seconds} s"
     )
@@ -592,6 +763,9 @@ def run(args: argparse.Namespace, console: Console) -> Dict[str, Any]:
         run_cell(args, spec, spaces, n, workers, cores, with_envpool, report, console)
         planned_done += est
         elapsed = time.time() - started
+        report["elapsed_s"] = round(elapsed, 1)
+        report["target"] = evaluate_target(report)
+        write_report(report, args.out)  # the cells so far, should a time limit stop the run
         eta = sum(p[-1] for p in plan[i + 1 :]) * elapsed / max(planned_done, 1e-9)
         console.print(
             f"[{i + 1}/{len(plan)}] {spec.label} x{n} done ({time.time() - t0:.0f} s); "
@@ -600,7 +774,18 @@ def run(args: argparse.Namespace, console: Console) -> Dict[str, Any]:
     report["machine"]["load_average_end"] = load_average()
     report["elapsed_s"] = round(time.time() - started, 1)
     report["target"] = evaluate_target(report)
+    report["complete"] = True
     return report
+
+
+def write_report(report: Dict[str, Any], out: Path) -> None:
+    """Write ``report`` to ``out`` whole or not at all (a new file renamed over it)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1, default=str)
+        f.write("\n")
+    os.replace(tmp, out)
 
 
 def print_report(report: Dict[str, Any], console: Console, args: argparse.Namespace) -> None:
@@ -625,10 +810,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     report = run(args, console)
     print_report(report, console, args)
     out: Path = args.out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(report, f, indent=1, default=str)
-        f.write("\n")
+    write_report(report, out)
     console.print(
         f"took {fmt_duration(report['elapsed_s'])} (estimated "
         f"{fmt_duration(report['estimated_s'])}); wrote {out}"

@@ -11,9 +11,12 @@ Two measurements, in one run, for a device machine (one NVIDIA GPU):
    how long the ``non_blocking`` call holds the caller (a pageable copy holds it for
    the whole copy, a pinned one returns at once).
 2. **The loop with the policy on the GPU.** CleanRL's Nature CNN (ppo_atari.py) on
-   Pong x16 frames: each step the batch goes to the GPU, the forward pass samples the
-   actions, they come back, the vec env steps. Env-steps/s with the copy from the
-   pinned block (``non_blocking``) against the copy of the returned array.
+   Pong x16 frames (resized on the GPU): each step the batch goes to the GPU, the
+   forward pass samples the actions, they come back, the vec env steps. Env-steps/s
+   with the copy from the pinned block of a ``copy=False`` vec env (``non_blocking``)
+   against the copy of the array a default vec env returns (``copy=True``), after a
+   warm-up, in rounds of alternating order; and whether the pinned tensors report
+   ``is_pinned()``.
 
 ``--device cpu`` runs the same code on the CPU (the copy is a ``clone``), as the
 smoke test of a machine without CUDA; the figures that matter need ``cuda``.
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -38,6 +40,10 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # the suite package (not there under python -P)
+    sys.path.insert(0, str(HERE))
+from suite.machine import report_header  # noqa: E402
+
 LOCAL_OUT = HERE / "results" / "local"
 
 
@@ -119,14 +125,12 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     n = args.num_envs
     report: Dict[str, Any] = {
+        **report_header(args),
+        "benchmark": "transfer (issue 23)",
         "env": args.env,
         "num_envs": n,
         "device": str(device),
         "gpu": torch.cuda.get_device_name(0) if on_gpu else None,
-        "torch": torch.__version__,
-        "vecenv": vecenv.__version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
     }
     fns = [make_env_fn(args.env)] * n
     with vecenv.ShmemVecEnv(fns, num_workers=args.num_workers) as venv:
@@ -153,43 +157,55 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
     report["batch_bytes"] = frame_bytes
     report["copies"] = copies
 
-    # The loop: the policy on the device, fed from the pinned block or the returned array.
-    with vecenv.ShmemVecEnv(fns, num_workers=args.num_workers) as venv:
-        shape = venv.observation_space.shape
-        n_actions = int(venv.action_space.n)
-        image = len(shape) == 3
-        if image:  # the frames, grayscaled and resized on the device as a stand-in for
-            # AtariPreprocessing, then CleanRL's Nature CNN
-            net = nature_cnn(torch, 3, n_actions).to(device)
+    # The loop: the policy on the device, fed from the pinned block of a copy=False vec
+    # env (no copy out of the block at all) or from the array a default vec env returns.
+    kinds = {"pinned_block": dict(copy=False), "returned_array": {}}
+    venvs = {
+        k: vecenv.ShmemVecEnv(fns, num_workers=args.num_workers, **kw) for k, kw in kinds.items()
+    }
+    try:
+        space = venvs["pinned_block"].observation_space
+        n_actions = int(venvs["pinned_block"].action_space.n)
+        image = len(space.shape) == 3
+        if image:  # RGB frames, resized on the device, then CleanRL's Nature CNN
+            net = nature_cnn(torch, space.shape[-1], n_actions).to(device)
         else:
-            d = int(np.prod(shape))
+            d = int(np.prod(space.shape))
             net = torch.nn.Sequential(
                 torch.nn.Linear(d, 64), torch.nn.Tanh(), torch.nn.Linear(64, n_actions)
             ).to(device)
 
         def forward(x: Any) -> np.ndarray:
+            """Actions from observations on the device; ``.cpu()`` waits for the
+            device, so the copy from the block is done before the next step."""
             with torch.no_grad():
                 if image:
                     x = x.permute(0, 3, 1, 2).float() / 255.0
                     x = torch.nn.functional.interpolate(x, size=(84, 84))
                 else:
                     x = x.float()
-                logits = net(x)
-                a = torch.distributions.Categorical(logits=logits).sample()
+                a = torch.distributions.Categorical(logits=net(x)).sample()
             return a.cpu().numpy()
 
-        t = shared_tensors(venv, pin_memory=on_gpu)
-        rates: Dict[str, List[float]] = {"pinned_block": [], "returned_array": []}
+        t = shared_tensors(venvs["pinned_block"], pin_memory=on_gpu)
+        report["pinned_is_pinned"] = bool(t.observations.is_pinned()) if on_gpu else None
         ways: Dict[str, Callable[[Any], np.ndarray]] = {
             "pinned_block": lambda obs: forward(t.observations.to(device, non_blocking=True)),
             "returned_array": lambda obs: forward(torch.from_numpy(obs).to(device)),
         }
-        for _ in range(args.rounds):
-            for name, act in ways.items():
-                rates[name].append(loop_rate(venv, act, args.seconds))
+        for name, act in ways.items():  # warm-up: cuDNN's choice, lazy loading
+            loop_rate(venvs[name], act, min(0.5, args.seconds))
+        rates: Dict[str, List[float]] = {name: [] for name in ways}
+        names = list(ways)
+        for r in range(args.rounds):
+            for name in names[r % 2 :] + names[: r % 2]:  # the order alternates
+                rates[name].append(loop_rate(venvs[name], ways[name], args.seconds))
         report["loop_env_steps_per_s"] = {
             k: {"median": statistics.median(v), "rounds": v} for k, v in rates.items()
         }
+    finally:
+        for v in venvs.values():
+            v.close()
     return report
 
 
@@ -226,6 +242,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
     for name, r in report["loop_env_steps_per_s"].items():
         print(f"  loop, policy fed from {name:15s} {r['median']:10.0f} env-steps/s")
+    if report["pinned_is_pinned"] is not None:
+        print(f"  the pinned block's tensors report is_pinned(): {report['pinned_is_pinned']}")
     print(f"wrote {out}")
     return 0
 

@@ -143,6 +143,8 @@ def test_quick_run_writes_report(tmp_path, suite):
 def test_scaling_quick_run_writes_the_curve(tmp_path):
     """benchmarks/scaling.py (issue 25's many-core curve) in its smoke-test
     mode: CartPole-v1 x8 with 1 and 2 workers (capped at the usable cores)."""
+    import os
+
     out = tmp_path / "res" / "scaling.json"
     r = subprocess.run(
         [sys.executable, str(SCALING), "--quick", "--out", str(out)],
@@ -151,9 +153,14 @@ def test_scaling_quick_run_writes_the_curve(tmp_path):
         timeout=150,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "(estimated:" in r.stdout and "of ideal" in r.stdout
+    assert "(estimated:" in r.stdout and "of ideal" in r.stdout and "of w raw procs" in r.stdout
     report = json.loads(out.read_text())
+    assert report["complete"]
     cores = report["machine"]["usable_cores"]
+    # The CPU quota beside the usable cores: cgroup v2's cpu.max as written, or None.
+    quota, cpu_max = report["machine"]["cpu_max"], pathlib.Path("/sys/fs/cgroup/cpu.max")
+    assert report["machine"]["logical_cores"] == os.cpu_count()
+    assert quota == (cpu_max.read_text().strip() if cpu_max.exists() else None)
     assert cores >= 1 and report["versions"]["vecenv"] and "commit" in report["git"]
     assert report["args"]["quick"] and report["args"]["workers"] == [1, 2]
     assert report["elapsed_s"] > 0 and report["estimated_s"] > 0
@@ -175,6 +182,13 @@ def test_scaling_quick_run_writes_the_curve(tmp_path):
         e = by_name[f"vecenv_w{w}"]
         assert (e["kind"], e["workers"], e["layout"]["num_workers"]) == ("vecenv", w, w)
         assert len(e["env_steps_per_s"]["rounds"]) == 1
+        # The machine's ceiling for w workers: w plain processes, 8 / w envs each.
+        assert row["raw_procs"] > 0 and row["vecenv_vs_raw_procs"] > 0, row
+        assert row["vecenv_vs_raw_procs"] == pytest.approx(row["vecenv"] / row["raw_procs"])
+        p = by_name[f"raw_procs_w{w}"]
+        assert (p["kind"], p["workers"], p["layout"]["processes"]) == ("raw_procs", w, w)
+        assert p["layout"]["envs_per_process"] == -(-8 // w)
+        assert len(p["env_steps_per_s"]["rounds"]) == 1
         if envpool:
             assert row["envpool"] > 0, row
             assert by_name[f"envpool_t{w}"]["layout"]["config"]["num_threads"] == w
@@ -212,9 +226,9 @@ def test_scaling_caps_workers_and_its_default_run_fits_in_minutes(scaling):
     assert scaling.gym_async_skip(args, 64) is None
     assert "256 processes" in scaling.gym_async_skip(args, 256)
     # The default run on 16 cores (Pong built in 0.2 s, CartPole in 1 ms; envpool
-    # beside): minutes, under the 8 that a lent machine's 10 allow.
+    # and the raw processes beside): minutes, under the 6 that the device run gives it.
     make_s = {"pong": 0.2, "cartpole": 0.001}
-    total = sum(
+    total = scaling.STARTUP_S + sum(
         scaling.estimate_cell_s(
             args,
             n,
@@ -226,7 +240,7 @@ def test_scaling_caps_workers_and_its_default_run_fits_in_minutes(scaling):
         )
         for key, n in args.cells
     )
-    assert 60 < total < 8 * 60
+    assert 60 < total < 6 * 60
     quick = scaling.parse_args(["--quick"])
     assert quick.cells == [("cartpole", 8)] and quick.workers == [1, 2]
     assert (quick.rounds, quick.seconds, quick.gym_async_max) == (1, 0.2, 0)
@@ -607,3 +621,20 @@ def test_transfer_on_cuda_without_cuda_says_so():
         timeout=50,
     )
     assert r.returncode != 0 and "CUDA is not available" in r.stderr
+
+
+@pytest.mark.timeout(60)
+def test_device_check_without_prepared_wheels_says_what_to_run(tmp_path):
+    """scripts/device_check.sh on a machine where --prepare's wheels did not come along."""
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "device_check.sh"
+    shutil.copy(ROOT / "scripts" / "device_check.sh", script)
+    r = subprocess.run(
+        ["bash", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")},
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "device_check.sh --prepare" in r.stderr and "carry .whl" in r.stderr

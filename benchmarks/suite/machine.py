@@ -70,9 +70,21 @@ def load_average() -> Optional[list]:
     return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
 
 
+def cpu_max() -> Optional[str]:
+    """The cgroup v2 CPU quota, ``/sys/fs/cgroup/cpu.max`` as written there
+    ("max 100000": none; "800000 100000": 8 cores' worth), or None where the
+    file is missing (no cgroup v2)."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def machine_info() -> Dict[str, Any]:
-    """CPU model, logical/physical/usable cores, memory, platform, Python and
-    the load average now (call it before the run: it is the start's)."""
+    """CPU model, logical/physical/usable cores, the cgroup CPU quota, memory,
+    platform, Python and the load average now (call it before the run: it is
+    the start's)."""
     physical = None
     try:
         import psutil
@@ -85,6 +97,7 @@ def machine_info() -> Dict[str, Any]:
         "logical_cores": os.cpu_count(),
         "physical_cores": physical,
         "usable_cores": usable_cpus(),
+        "cpu_max": cpu_max(),
         "memory_bytes": memory_bytes(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
