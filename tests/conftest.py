@@ -7,6 +7,7 @@ Helpers and test envs that several test modules use live in tests/helpers.py.
 import faulthandler
 import os
 import pathlib
+import signal
 import sys
 
 import psutil
@@ -27,6 +28,15 @@ SRC = pathlib.Path(__file__).resolve().parent.parent / "vecenv"
 # keeps it (spawn and forkserver children never had it).
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=faulthandler.disable)
+
+
+# A shell starts background jobs (`nohup ... &`, `(cmd &)` without job control)
+# with SIGINT ignored, and Python then raises no KeyboardInterrupt: the Ctrl-C
+# tests would see none, and their scripts would hang. They test vecenv's
+# handling of Ctrl-C, so the run gets Python's own handler back; the scripts
+# and workers it starts inherit SIGINT's default with it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_report_header(config):
