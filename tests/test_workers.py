@@ -354,6 +354,30 @@ def test_the_factory_that_killed_its_worker_is_named(context):
     assert "inside the factory of env 2" in str(err) and "exited with code 3" in str(err)
 
 
+def test_a_worker_that_dies_just_after_a_read_is_named_by_what_it_wrote_last(monkeypatch):
+    # The race of a CI run (3.9, spawn): the parent read the worker's first
+    # progress report ("unpickling its env factories"), the worker then
+    # reported env after env and died in env 2's factory, and the parent,
+    # seeing it dead, named the stale report. Each read of a starting
+    # worker's pipe here is followed by a pause, so the worker always runs
+    # ahead of the parent's reads, and dies before the next one.
+    from vecenv._channel import ParentChannel
+
+    pump = ParentChannel.pump
+
+    def slow_pump(self, timeout):
+        alive = pump(self, timeout)
+        time.sleep(0.3)
+        return alive
+
+    monkeypatch.setattr(ParentChannel, "pump", slow_pump)
+    fns = [functools.partial(ProbeEnv, i, "exit", 2, 0, "factory") for i in range(4)]
+    with pytest.raises(vecenv.WorkerDiedError) as info:
+        vecenv.ShmemVecEnv(fns, envs_per_worker=4, context="fork")
+    assert info.value.env_index == 2
+    assert "inside the factory of env 2" in str(info.value)
+
+
 def test_the_factory_that_kills_a_restarted_worker_is_named(tmp_path):
     marker = tmp_path / "m"
     # Env 1 exits in its step 2; once the marker exists, env 2's factory exits.

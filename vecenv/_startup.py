@@ -98,6 +98,10 @@ class Startup:
                     continue
                 chan = res.chans[w]
                 alive = chan.pump(0)
+                if alive and res.procs[w].exitcode is not None:
+                    # It exited after that read: what it wrote last (the env it
+                    # was building, an error) is in the pipe now, and names it.
+                    alive = chan.pump(0)
                 # Unsolicited start-up messages carry ref 0; a later one
                 # replaces an earlier one, and only the last matters.
                 msg = chan.replies.pop(0, None)
