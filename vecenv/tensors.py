@@ -145,17 +145,16 @@ class _Registration:
                 f"{size}-byte shared block (cudaHostRegister returned cudaError {err})",
                 code=err,
             )
-        self.ptr, self.size = ptr, size
 
 
 class _PinnedLeaf:
     """A buffer of the block that NumPy wraps through ``__array_interface__``:
-    the array's base is this object, which holds the registration, so the
-    block stays page-locked while any tensor made from the array lives."""
+    the array's base is this object, which holds the registration (and so
+    the block's mapping, see :func:`_unregister`), so the block stays mapped
+    and page-locked while any tensor made from the array lives."""
 
     def __init__(self, buf: np.ndarray, registration: _Registration) -> None:
         self.__array_interface__ = buf.__array_interface__
-        self.buf = buf  # the block's own view, which keeps the block mapped
         self.registration = registration
 
 
