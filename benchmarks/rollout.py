@@ -63,6 +63,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # the suite package (not there under python -P)
     sys.path.insert(0, str(HERE))
+from suite.command import fill_defaults, parse_cells  # noqa: E402
 from suite.envs import make_env  # noqa: E402
 from suite.machine import load_average, report_header  # noqa: E402
 
@@ -643,21 +644,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     q = args.quick
-    args.rounds = args.rounds or (1 if q else 3)
-    args.seconds = args.seconds or (0.5 if q else 1.5)
-    args.warmup = args.warmup if args.warmup is not None else (0.1 if q else 0.3)
+    fill_defaults(args, rounds=(1, 3), seconds=(0.5, 1.5), warmup=(0.1, 0.3))
     if args.rounds < 1 or args.seconds <= 0 or args.warmup < 0:
         p.error("--rounds and --seconds must be positive, --warmup >= 0")
-    cells = []
     if args.cells:
-        for item in args.cells.split(","):
-            env, _, n = item.strip().partition(":")
-            if env not in CELL_ENVS or not n.isdigit() or int(n) < 1:
-                p.error(f"bad cell {item!r}: env:num_envs with env in {list(CELL_ENVS)}")
-            cells.append((env, int(n)))
+        try:
+            args.cells = parse_cells(args.cells, CELL_ENVS)
+        except ValueError as exc:
+            p.error(f"--cells: {exc}")
     else:
-        cells = [("cartpole", 8)] if q else list(DEFAULT_CELLS)
-    args.cells = cells
+        args.cells = [("cartpole", 8)] if q else list(DEFAULT_CELLS)
     names = [x.strip() for x in (args.contenders or "").split(",") if x.strip()]
     if names == ["all"]:
         names = list(CONTENDERS)

@@ -57,7 +57,6 @@ import multiprocessing.connection
 import os
 import sys
 import time
-import traceback
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -75,9 +74,12 @@ if str(HERE) not in sys.path:
 from suite.command import (  # noqa: E402
     LOCAL_OUT,
     OPEN_CLOSE_S,
+    drop_session,
     fill_defaults,
     fmt_duration,
+    parse_cells,
     parse_list,
+    record_start_failure,
 )
 from suite.console import Console  # noqa: E402
 from suite.contenders import (  # noqa: E402
@@ -90,7 +92,6 @@ from suite.contenders import (  # noqa: E402
 )
 from suite.envs import (  # noqa: E402
     ACTION_POOL,
-    ENV_ALIASES,
     ENVS,
     EnvSpec,
     env_entry,
@@ -271,26 +272,6 @@ def timed(s: Session, seconds: float, warmup_calls: int = 0) -> Tuple[float, Lis
     return steps / elapsed, lat
 
 
-def parse_cells(text: str) -> List[Tuple[str, int]]:
-    """``"pong:64,cartpole:256"`` -> ``[("pong", 64), ("cartpole", 256)]``
-    (env names as ``benchmarks/run.py --envs`` takes them, gymnasium ids too)."""
-    cells = []
-    for item in parse_list(text) or []:
-        name, sep, num = item.rpartition(":")
-        if not sep or not name:
-            raise ValueError(f"{item!r} is not ENV:NUM_ENVS")
-        key = name if name in ENVS else ENV_ALIASES.get(name.lower())
-        if key is None:
-            raise ValueError(f"unknown env {name!r}; choose from {sorted(ENVS)}")
-        n = int(num)
-        if n < 1:
-            raise ValueError(f"num_envs must be >= 1 in {item!r}")
-        cells.append((key, n))
-    if not cells:
-        raise ValueError("no cells")
-    return cells
-
-
 def worker_counts(wanted: List[int], cores: int, num_envs: int) -> List[int]:
     """The worker counts a cell runs: each of ``wanted`` capped at the usable
     cores and at ``num_envs``, without repeats, in order."""
@@ -417,25 +398,9 @@ def _open(
         report["skipped"].append({"contender": name, **where, "reason": str(exc)})
         return
     except Exception as exc:
-        report["skipped"].append(
-            {
-                "contender": name,
-                **where,
-                "reason": f"failed to start: {type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc(limit=5),
-            }
-        )
+        record_start_failure(report, name, exc, **where)
         return
     opened_s[name] = time.perf_counter() - t0
-
-
-def _drop(sessions: Dict[str, Session], name: str, report, where, why: str) -> None:
-    s = sessions.pop(name)
-    try:
-        s.close()
-    except Exception:
-        pass
-    report["skipped"].append({"contender": name, **where, "reason": why})
 
 
 def run_cell(
@@ -497,7 +462,7 @@ def run_cell(
             try:
                 timed(s, args.warmup, warmup_calls=3)
             except Exception as exc:
-                _drop(sessions, name, report, where, f"failed in warm-up: {exc!r}")
+                drop_session(sessions, name, report, f"failed in warm-up: {exc!r}", **where)
         # Interleaved rounds, the order rotated each round.
         rates: Dict[str, List[float]] = {k: [] for k in sessions}
         lats: Dict[str, List[float]] = {k: [] for k in sessions}
@@ -510,7 +475,7 @@ def run_cell(
                 try:
                     rate, lat = timed(sessions[name], args.seconds)
                 except Exception as exc:
-                    _drop(sessions, name, report, where, f"failed while timed: {exc!r}")
+                    drop_session(sessions, name, report, f"failed while timed: {exc!r}", **where)
                     continue
                 rates[name].append(rate)
                 lats[name].extend(lat)

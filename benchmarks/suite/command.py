@@ -391,22 +391,21 @@ def run_cell(args, spec, spaces, n, cores, report, progress, missing, floor) -> 
                 missing[(name, spec.key)] = str(exc)
                 report["skipped"].append({"contender": name, "env": spec.label, "reason": str(exc)})
             except Exception as exc:
-                report["skipped"].append(
-                    {
-                        "contender": name,
-                        "env": spec.label,
-                        "num_envs": n,
-                        "reason": f"failed to start: {type(exc).__name__}: {exc}",
-                        "traceback": traceback.format_exc(limit=5),
-                    }
-                )
+                record_start_failure(report, name, exc, env=spec.label, num_envs=n)
         # Warm-up (excluded): every session alone for args.warmup seconds.
         progress.describe(f"{where}: warm-up")
         for name, s in list(sessions.items()):
             try:
                 measure(s, args.warmup, warmup_calls=3)
             except Exception as exc:
-                _drop(sessions, name, spec, n, report, f"failed in warm-up: {exc!r}")
+                drop_session(
+                    sessions,
+                    name,
+                    report,
+                    f"failed in warm-up: {exc!r}",
+                    env=spec.label,
+                    num_envs=n,
+                )
         done += 1
         progress.advance()
         # Interleaved rounds, the order rotated each round.
@@ -430,7 +429,14 @@ def run_cell(args, spec, spaces, n, cores, report, progress, missing, floor) -> 
                 try:
                     steps, elapsed, lat = measure(sessions[name], args.seconds)
                 except Exception as exc:
-                    _drop(sessions, name, spec, n, report, f"failed while timed: {exc!r}")
+                    drop_session(
+                        sessions,
+                        name,
+                        report,
+                        f"failed while timed: {exc!r}",
+                        env=spec.label,
+                        num_envs=n,
+                    )
                     continue
                 rates[name].append(steps / elapsed)
                 lats[name].extend(lat)
@@ -452,13 +458,50 @@ def run_cell(args, spec, spaces, n, cores, report, progress, missing, floor) -> 
         progress.advance(max(0, per_cell - done))
 
 
-def _drop(sessions, name, spec, n, report, why) -> None:
+def drop_session(sessions, name: str, report, why: str, **where: Any) -> None:
+    """Close session ``name`` and record in ``report["skipped"]`` why it left the cell ``where``."""
     s = sessions.pop(name)
     try:
         s.close()
     except Exception:
         pass
-    report["skipped"].append({"contender": name, "env": spec.label, "num_envs": n, "reason": why})
+    report["skipped"].append({"contender": name, **where, "reason": why})
+
+
+def record_start_failure(report, name: str, exc: BaseException, **where: Any) -> None:
+    """Record in ``report["skipped"]`` that contender ``name`` failed to open in cell ``where``
+    (call it in the ``except`` block: the traceback is the current one)."""
+    report["skipped"].append(
+        {
+            "contender": name,
+            **where,
+            "reason": f"failed to start: {type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=5),
+        }
+    )
+
+
+def parse_cells(text: str, envs: Optional[Dict[str, Any]] = None) -> List[Tuple[str, int]]:
+    """``"pong:64,cartpole:256"`` -> ``[("pong", 64), ("cartpole", 256)]``. Env
+    names are the keys of ``envs``; without it, the suite's (:data:`ENVS`,
+    gymnasium ids too). ValueError names a malformed cell or an unknown env."""
+    cells = []
+    for item in parse_list(text) or []:
+        name, sep, num = item.rpartition(":")
+        if not sep or not name or not num.strip().isdigit():
+            raise ValueError(f"{item!r} is not ENV:NUM_ENVS")
+        key = name if name in (envs or ENVS) else None
+        if key is None and envs is None:
+            key = ENV_ALIASES.get(name.lower())
+        if key is None:
+            raise ValueError(f"unknown env {name!r}; choose from {sorted(envs or ENVS)}")
+        n = int(num)
+        if n < 1:
+            raise ValueError(f"num_envs must be >= 1 in {item!r}")
+        cells.append((key, n))
+    if not cells:
+        raise ValueError("no cells")
+    return cells
 
 
 def main(argv=None) -> int:
