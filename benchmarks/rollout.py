@@ -17,7 +17,8 @@ envpool sync and async (its own C++ envs), ale-py's ``AtariVectorEnv`` (Pong),
 PufferLib's ``Multiprocessing`` backend, and vecenv: its default layout, in
 process (``num_workers=0``), ``num_workers="auto"`` and partial batches
 (``batch_size=num_envs//2``: the policy acts on one half while the other half
-steps, with ``recv``/``send``). Opt-in variants (``--contenders``) help find
+steps, with ``recv``/``send``) and ``inline=True`` (the caller steps one share
+while the workers step the others). Opt-in variants (``--contenders``) help find
 where the default layout loses time: ``spin=0``, ``spin`` of 1 ms, one
 worker, workers pinned (``cpu_affinity=True``), partial batches with
 ``spin=0``. The peers that are not installed are skipped with a note.
@@ -296,6 +297,7 @@ def _vecenv_layout(venv) -> Dict[str, Any]:
     lay = venv.layout
     return {
         "num_workers": lay.num_workers,
+        "inline": lay.inline,
         "envs_per_worker": lay.envs_per_worker,
         "spin_s": venv.spin,
         "why": getattr(lay, "why", None),
@@ -427,6 +429,12 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
     "vecenv_inprocess": (
         "vecenv in process (num_workers=0)",
         lambda c: open_vecenv(c, num_workers=0),
+        True,
+        True,
+    ),
+    "vecenv_inline": (
+        "vecenv, the caller stepping a share (inline=True)",
+        lambda c: open_vecenv(c, inline=True),
         True,
         True,
     ),

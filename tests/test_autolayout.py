@@ -15,60 +15,61 @@ import pytest
 import vecenv
 import vecenv.envs  # registers the vecenv/ ids
 from vecenv import _autolayout as al
-from vecenv import _pool
+from vecenv import _plan, _pool
 from vecenv.errors import InvalidArgumentError
 
 
 # ---------------------------------------------------------------- the decision
 @pytest.mark.parametrize(
-    "step_us, obs_bytes, num_envs, cores, inprocess, workers",
+    "step_us, obs_bytes, num_envs, cores, inprocess, workers, inline",
     [
-        # A noop-like env (0.3 us): in process when it can, up to 64 envs
-        # (measured on 2 cores, 2026-12-05, 16 envs: in process 1.48M
-        # env-steps/s, 1 worker 0.98M, 2 workers 0.97M); otherwise one
-        # worker at 16 envs; both cores at 256 (2 workers 2.62M, in process 1.95M).
-        (0.3, 16, 16, 2, True, 0),
-        (0.3, 16, 16, 2, False, 1),
-        # ... but both cores at 64: the parent sharing a worker's core costs
-        # a 0.4 us step little (four suite runs, 2026-12-05: 2 workers ran
-        # noop x64 at 0.99 to 1.08 times in process).
-        (0.3, 16, 64, 2, True, 2),
-        (0.3, 16, 256, 2, True, 2),
-        (0.3, 16, 256, 2, False, 2),
-        # CartPole-like (7 us): in process at 4 envs (106k env-steps/s
-        # against 88k with 2 workers: a batch this short pays the parent's
-        # turn on a worker's core), both cores from 8 envs (123k against
-        # 112k in process) and at 16 (153k against 121k).
-        (7.4, 16, 4, 2, True, 0),
-        (7.4, 16, 8, 2, True, 2),
-        (6.0, 16, 16, 2, True, 2),
-        (6.0, 16, 256, 2, False, 2),
-        # bigobs (28 KiB frames): in process (16 envs: 353k env-steps/s,
-        # 2 workers 286k): a worker's frame is copied twice, in and out.
-        (0.3, 28224, 2, 2, True, 0),
-        (0.3, 28224, 16, 2, True, 0),
-        (0.3, 28224, 256, 2, False, 2),
-        # Pong-like (200 us): every core, up to one env each.
-        (200.0, 100800, 16, 2, True, 2),
-        (200.0, 100800, 16, 16, True, 16),
-        (200.0, 100800, 8, 16, False, 8),
+        # A noop-like env (0.3 us) on 2 cores: the caller and one worker when
+        # in process is a candidate (measured 2026-12-06 on the 2-core Intel
+        # VM: noop x16 1.76M env-steps/s against 1.60M in process and 1.30M
+        # for the best worker layout; x64 2.84M, 2.19M, 2.32M); otherwise one
+        # worker at 16 envs, both cores at 256.
+        (0.3, 16, 16, 2, True, 1, True),
+        (0.3, 16, 16, 2, False, 1, False),
+        (0.3, 16, 64, 2, True, 1, True),
+        (0.3, 16, 256, 2, True, 1, True),
+        (0.3, 16, 256, 2, False, 2, False),
+        # CartPole-like (7 us): the caller and one worker from 4 envs (x8
+        # 232k against 176k for the best worker layout and 148k in process;
+        # x16 258k, 204k, 147k).
+        (7.4, 16, 4, 2, True, 1, True),
+        (7.4, 16, 8, 2, True, 1, True),
+        (6.0, 16, 16, 2, True, 1, True),
+        (6.0, 16, 256, 2, False, 2, False),
+        # bigobs (28 KiB frames): in process up to 16 envs (x8 419k against
+        # 256k with the caller's share; x16 371k against 344k): frames through
+        # a worker are copied twice, in and out.
+        (0.3, 28224, 2, 2, True, 0, False),
+        (0.3, 28224, 16, 2, True, 0, False),
+        (0.3, 28224, 256, 2, False, 2, False),
+        # Pong-like (200 us): every core, up to one env each; the caller's
+        # share where it can (Pong x16 7.2k against 6.9k with 2 workers).
+        (200.0, 100800, 16, 2, True, 1, True),
+        (200.0, 100800, 16, 16, True, 15, True),
+        (200.0, 100800, 8, 16, False, 8, False),
         # One core: workers cannot add parallelism.
-        (6.0, 16, 16, 1, True, 0),
-        (6.0, 16, 16, 1, False, 1),
-        (200.0, 16, 1, 8, False, 1),
+        (6.0, 16, 16, 1, True, 0, False),
+        (6.0, 16, 16, 1, False, 1, False),
+        (200.0, 16, 1, 8, False, 1, False),
     ],
 )
-def test_choose_layout_cases(step_us, obs_bytes, num_envs, cores, inprocess, workers):
+def test_choose_layout_cases(step_us, obs_bytes, num_envs, cores, inprocess, workers, inline):
     lay = al.choose_layout(step_us, obs_bytes, num_envs, cores, inprocess=inprocess)
-    assert lay.num_workers == workers, lay.why
+    assert (lay.num_workers, lay.inline) == (workers, inline), lay.why
+    shares = workers + inline
     if workers:
-        assert lay.envs_per_worker == math.ceil(num_envs / workers)
+        assert lay.envs_per_worker == math.ceil(num_envs / shares)
         assert lay.spin == al.SPIN_S
     else:
         assert lay.envs_per_worker == num_envs and lay.spin == 0.0
     assert lay.step_us == step_us and lay.predicted_batch_us > 0
     assert f"{num_envs} envs, {cores} usable cores:" in lay.why
     assert ("not a candidate" in lay.why) is (not inprocess)
+    assert ("the caller and" in lay.why.split("(next best")[0]) is inline
 
 
 @pytest.mark.parametrize(
@@ -81,8 +82,9 @@ def test_choose_layout_cases(step_us, obs_bytes, num_envs, cores, inprocess, wor
         # got half a core): 4 workers (measured 4.4 ms per batch, 2 workers
         # 6.1 ms, 16 workers 4.7 ms).
         (150.0, 0.5, 16, 4),
-        # A cheap env's cost is the CPU work around its step: no workers.
-        (0.3, 0.2, 16, 0),
+        # A cheap env's cost is the CPU work around its step: the caller and
+        # one worker, one per core.
+        (0.3, 0.2, 16, 1),
     ],
 )
 def test_choose_layout_oversubscribes_only_an_env_that_waits(
@@ -90,6 +92,7 @@ def test_choose_layout_oversubscribes_only_an_env_that_waits(
 ):
     lay = al.choose_layout(step_us, 16, num_envs, 2, inprocess=True, cpu_fraction=cpu_fraction)
     assert lay.num_workers == workers, lay.why
+    assert lay.inline is (step_us < 1), lay.why  # waits overlap in processes only
     assert f"({cpu_fraction:.0%} CPU)" in lay.why
     if workers > 4:  # more than two per core: they sleep, as ShmemVecEnv's default
         assert lay.spin == 0.0
@@ -117,14 +120,16 @@ def test_choose_layout_bounds_and_monotone_in_step_cost(cores, num_envs, inproce
     last = -1
     for step_us in [0.0, 0.1, 0.5, 1, 2, 5, 10, 30, 100, 300, 1e3, 1e4, 1e5]:
         lay = al.choose_layout(step_us, 64, num_envs, cores, inprocess=inprocess)
-        assert 0 <= lay.num_workers <= min(num_envs, cores)
+        shares = lay.num_workers + lay.inline  # the caller's share counts (inline)
+        assert 0 <= shares <= min(num_envs, cores)
         assert lay.num_workers > 0 or inprocess
+        assert not lay.inline or (inprocess and lay.num_workers >= 1)
         if lay.num_workers:
-            assert lay.envs_per_worker * lay.num_workers >= num_envs
-            assert lay.envs_per_worker * (lay.num_workers - 1) < num_envs
+            assert lay.envs_per_worker * shares >= num_envs
+            assert lay.envs_per_worker * (shares - 1) < num_envs
         if step_us >= al.SHARED_CORE_STEP_US:
-            assert lay.num_workers >= last, (step_us, lay.why)
-            last = lay.num_workers
+            assert shares >= last, (step_us, lay.why)
+            last = shares
     # Expensive enough, the busiest worker has as few envs as the cores allow
     # (1000 envs on 64 cores: 63 workers of 16 envs, not 64: the same share,
     # and a core left for the parent).
@@ -378,10 +383,10 @@ def test_the_default_probe_is_bounded_by_start_timeout(caplog, tmp_path):
 def test_the_per_core_default_fills_in_only_a_missing_lockstep_layout(
     monkeypatch, options, num_envs, want
 ):
-    monkeypatch.setattr(al, "usable_cpus", lambda: 3)
+    monkeypatch.setattr(_plan, "usable_cpus", lambda: 3)
     monkeypatch.setattr(_pool, "usable_cpus", lambda: 3)
     kwargs = {"num_workers": None, "envs_per_worker": None, "batch_size": None, **options}
-    plan = al.plan_layout(
+    plan = _plan.plan_layout(
         [lambda: None] * num_envs,  # never built: no probe
         spin=None,
         timeout=None,
@@ -415,7 +420,7 @@ def test_auto_runs_the_same_seeded_trajectories_as_an_explicit_layout(caplog):
         assert isinstance(lay, al.Layout)
         # In process or workers: the probe's figures (and the load) decide.
         assert 0 <= lay.num_workers <= 6 and lay.step_us > 0
-        assert lay.envs_per_worker == math.ceil(6 / max(lay.num_workers, 1))
+        assert lay.envs_per_worker == math.ceil(6 / max(lay.num_workers + lay.inline, 1))
         assert auto.in_process == (lay.num_workers == 0)
         assert lay.spin == auto.spin
         assert any(r.name == "vecenv" and lay.why in r.getMessage() for r in caplog.records), (
@@ -463,14 +468,18 @@ def test_auto_keeps_a_given_spin():
 
 
 @pytest.mark.timeout(60)
-def test_auto_steps_a_cheap_env_in_process_unless_an_option_needs_workers(counted):
-    # A sub-microsecond step and 4 envs: in process wins for any step up to
-    # about 8 us on 2 cores, and always on 1 (a margin for a busy machine).
+def test_auto_steps_a_cheap_env_in_the_caller_unless_an_option_needs_workers(counted):
+    # A sub-microsecond step and 4 envs: the caller steps them all, or its
+    # share beside one worker (measured on 2 cores, noop x4: 926k env-steps/s
+    # against 853k in process and 813k for the best worker layout); never a
+    # parent that only waits.
     venv = vecenv.ShmemVecEnv([counted] * 4, num_workers="auto")
+    lay = venv.layout
     try:
-        assert venv.in_process and venv.layout.num_workers == 0, venv.layout.why
-        assert venv.layout.envs_per_worker == 4 and venv.layout.spin == 0.0
-        assert "in-process" in venv.layout.why and counted.made == 1 + 4
+        assert venv.in_process or (lay.inline and lay.num_workers == 1), lay.why
+        own = 4 if venv.in_process else 2  # the envs this process built
+        assert lay.envs_per_worker == own and counted.made == 1 + own
+        assert ("in-process" if venv.in_process else "the caller and 1 worker") in lay.why
         venv.reset()
         venv.step(np.zeros(4, np.int64))
     finally:
@@ -478,8 +487,11 @@ def test_auto_steps_a_cheap_env_in_process_unless_an_option_needs_workers(counte
     for kwargs in ({"timeout": 30.0}, {"on_worker_death": "restart"}):
         venv = vecenv.ShmemVecEnv([counted] * 4, num_workers="auto", **kwargs)
         try:
-            assert not venv.in_process and venv.layout.num_workers >= 1, kwargs
-            assert "in-process (num_workers=0) not a candidate" in venv.layout.why
+            assert not venv.in_process and not venv.layout.inline, kwargs
+            assert venv.layout.num_workers >= 1
+            assert "in-process (num_workers=0) and inline=True: not a candidate" in (
+                venv.layout.why
+            )
         finally:
             venv.close()
 
@@ -508,8 +520,8 @@ def test_the_default_lockstep_layout_is_auto():
     # With an option only workers honour, it chooses among worker layouts.
     venv = vecenv.make("vecenv/Noop-v0", 3, timeout=30)
     try:
-        assert venv.layout.num_workers >= 1
-        assert "in-process (num_workers=0) not a candidate" in venv.layout.why
+        assert venv.layout.num_workers >= 1 and not venv.layout.inline
+        assert "in-process (num_workers=0) and inline=True: not a candidate" in venv.layout.why
     finally:
         venv.close()
 
@@ -579,7 +591,7 @@ def test_workers_follow_the_caller_only_when_the_spin_was_not_chosen(monkeypatch
     # Layout.follow: on while the spin is the default and the workers do not
     # outnumber the usable cores; off for a given spin, more workers than
     # cores, and in process (nothing waits). Two cores, to hold on any machine.
-    monkeypatch.setattr(al, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(_plan, "usable_cpus", lambda: 2)
     cases = [
         ({"num_workers": 2}, al.FOLLOW_S),
         ({"num_workers": 1}, al.FOLLOW_S),
@@ -603,7 +615,7 @@ def test_partial_batches_leave_a_core_to_the_policy_by_default(monkeypatch):
     # batch_size < num_envs without a layout: one worker per core but one (at
     # least one); a given layout, or lockstep, is left as it was.
     for cores, want in ((4, 3), (2, 1), (1, 1)):
-        monkeypatch.setattr(al, "usable_cpus", lambda c=cores: c)
+        monkeypatch.setattr(_plan, "usable_cpus", lambda c=cores: c)
         monkeypatch.setattr(_pool, "usable_cpus", lambda c=cores: c)
         venv = vecenv.make("vecenv/Noop-v0", 8, batch_size=4)
         try:
@@ -611,7 +623,7 @@ def test_partial_batches_leave_a_core_to_the_policy_by_default(monkeypatch):
             assert venv.layout.why == "the default partial-batch layout"
         finally:
             venv.close()
-    monkeypatch.setattr(al, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(_plan, "usable_cpus", lambda: 2)
     monkeypatch.setattr(_pool, "usable_cpus", lambda: 2)
     venv = vecenv.make("vecenv/Noop-v0", 8, batch_size=4, num_workers=2)
     try:

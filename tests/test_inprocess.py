@@ -151,13 +151,24 @@ def _rollout(venv, batches, seed):
     return seen
 
 
-def _run(name, mode, n=4, steps=40, seed=7, per_env=False, **kw):
+# The layouts whose envs step in the calling process: all of them, or the
+# caller's share beside worker processes (inline=True, tests/test_inline.py).
+LAYOUTS = {
+    "in_process": {"num_workers": 0},
+    "inline": {"num_workers": 1, "inline": True},
+    "inline_2": {"num_workers": 2, "inline": True},
+}
+
+
+def _run(name, mode, n=5, steps=40, seed=7, per_env=False, layout="in_process", **kw):
+    """What the caller sees of a seeded rollout: ``layout``, then two plain workers."""
     fns = _factories(name, n)
     extra = dict(CASES[name][1], autoreset_mode=mode, **kw)
     out = []
-    for workers in (0, 2):
-        with vecenv.ShmemVecEnv(fns, num_workers=workers, **extra) as venv:
-            assert venv.in_process == (workers == 0)
+    for given in (LAYOUTS[layout], {"num_workers": 2}):
+        with vecenv.ShmemVecEnv(fns, **given, **extra) as venv:
+            assert venv.in_process == (given["num_workers"] == 0)
+            assert venv.layout.inline == given.get("inline", False)
             batches = _batches(venv.action_space, n, steps, seed, per_env)
             out.append(_rollout(venv, batches, seed))
     return out
@@ -165,19 +176,21 @@ def _run(name, mode, n=4, steps=40, seed=7, per_env=False, **kw):
 
 # ------------------------------------------------------------ trajectories
 @pytest.mark.filterwarnings("ignore:.*already returned terminated")  # "disabled": as with workers
+@pytest.mark.parametrize("layout", ["in_process", "inline"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_same_trajectories_as_the_workers(name, mode):
-    inproc, workers = _run(name, mode)
-    assert len(inproc) == len(workers)
-    for step, (a, b) in enumerate(zip(inproc, workers)):
+def test_same_trajectories_as_the_workers(name, mode, layout):
+    here, workers = _run(name, mode, layout=layout)
+    assert len(here) == len(workers)
+    for step, (a, b) in enumerate(zip(here, workers)):
         assert a == b, f"step {step // 2}"
 
 
+@pytest.mark.parametrize("layout", ["in_process", "inline_2"])
 @pytest.mark.parametrize("name", ["counter", "random"])
-def test_per_env_action_lists_take_the_pipe_path_and_match(name):
-    inproc, workers = _run(name, "sb3", per_env=True, steps=20)
-    assert inproc == workers
+def test_per_env_action_lists_take_the_pipe_path_and_match(name, layout):
+    here, workers = _run(name, "sb3", per_env=True, steps=20, layout=layout)
+    assert here == workers
 
 
 def test_matches_a_plain_loop_and_copy_false_gives_views():

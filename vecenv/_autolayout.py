@@ -86,9 +86,6 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
-from vecenv._cpus import usable_cpus
-from vecenv.errors import InvalidArgumentError
-
 _log = logging.getLogger("vecenv")
 
 #: Seconds the probe may step the env (after its reset), and at most this many steps.
@@ -115,6 +112,7 @@ PARENT_ENV_US = 0.05  # parent's work per env per batch step
 WORKER_ENV_US = 0.1  # worker's compiled round per env-step beyond env.step
 WAKE_SPIN_US = 4.0  # waking one polling worker and seeing its answer
 WAKE_SPIN_PER_WORKER_US = 1.0  # each further polling worker
+INLINE_WAKE_US = 2.0  # inline=True: a polling worker starts after the dispatch (the rest overlaps)
 SHARED_CORE_US = 22.0  # the parent polls on a core a worker needs, for envs whose
 SHARED_CORE_STEP_US = 2.0  # ... step takes this long or more (shorter: in proportion)
 OVERSUBSCRIBED_US = 5.0  # a context switch per worker beyond the cores
@@ -123,6 +121,11 @@ COPY_PARENT_US_PER_BYTE = 4.0e-5  # the parent's copy of one, for every env
 INPROC_BATCH_US = 4.0  # the in-process loop's cost per batch step
 INPROC_ENV_US = 0.1  # ... and per env-step beyond env.step
 COPY_INPROC_US_PER_BYTE = 6.4e-5
+# ... times this beyond this many bytes of observations a batch (in process,
+# bigobs of 28 KB on the 2-core Intel VM, 2026-12-06: 2.4 us an env at 8
+# envs, 5.8 at 64, where the batch outgrows the core's cache).
+LARGE_BATCH_BYTES = 1 << 20
+LARGE_BATCH_FACTOR = 2.9
 STEP_SCALE = 1.12  # a step of one env among many, per step of the probe's one hot env
 INFO_MSG_US = 40.0  # a worker's round message of infos: its send, the parent's receipt
 INFO_BATCH_SHARE = 0.5  # an info pickled in its worker's round, per one pickled alone
@@ -146,6 +149,9 @@ class Layout:
         Envs of the busiest worker (all envs when ``num_workers`` is 0).
     spin : float
         Seconds a waiting process polls before it sleeps (0: it sleeps at once).
+    inline : bool
+        The calling process steps the first share of envs (``inline=True``):
+        ``num_workers`` worker processes step the other shares.
     follow : float
         Seconds up to which a waiting worker's poll follows the caller's time
         between two steps (the policy's): 1.5 times its recent mean, when
@@ -169,6 +175,7 @@ class Layout:
     why: str = ""
     predicted_batch_us: Optional[float] = None
     follow: float = 0.0
+    inline: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -489,6 +496,41 @@ def _workers_cost(
     return parent_us + wake_us + busy_us, default_spin(w, cores)
 
 
+def _inline_cost(
+    step_us: float,
+    obs_bytes: int,
+    num_envs: int,
+    cores: int,
+    w: int,
+    cpu_fraction: float,
+    info_fraction: float = 0.0,
+    info_us: float = 0.0,
+    busy_cores: float = 0.0,
+) -> Tuple[float, float]:
+    """(predicted us per batch, spin seconds) for ``inline=True`` with ``w``
+    worker processes: ``w + 1`` shares; the caller steps its own at the
+    in-process engine's cost (infos by reference) while the workers, woken
+    first, step theirs, so the wake overlaps the caller's share. No parent
+    polls on a worker's core while the caller and the workers fit on the
+    cores."""
+    per = math.ceil(num_envs / (w + 1))
+    rest = num_envs - per
+    own_us = per * (step_us + INPROC_ENV_US + COPY_INPROC_US_PER_BYTE * obs_bytes)
+    overhead_us = WORKER_ENV_US + COPY_WORKER_US_PER_BYTE * obs_bytes
+    overhead_us += info_fraction * INFO_DUMPS_SHARE * INFO_BATCH_SHARE * info_us
+    wake_us = INLINE_WAKE_US + WAKE_SPIN_PER_WORKER_US * (w - 1)
+    wake_us += CONTENDED_WAKE_US * busy_cores * w + OVERSUBSCRIBED_US * max(0, w + 1 - cores)
+    theirs_us = wake_us + per * (step_us + overhead_us)
+    cpu_us = num_envs * (step_us * cpu_fraction + overhead_us) / _share(w + 1, cores, busy_cores)
+    # The copy out of the block (copy=True) of every env, the caller's share too, after the wait.
+    parent_us = PARENT_BATCH_US + num_envs * (PARENT_ENV_US + COPY_PARENT_US_PER_BYTE * obs_bytes)
+    if info_fraction > 0:
+        any_info = 1.0 - (1.0 - info_fraction) ** per
+        parent_us += w * any_info * INFO_MSG_US
+        parent_us += rest * info_fraction * (1.0 - INFO_DUMPS_SHARE) * INFO_BATCH_SHARE * info_us
+    return parent_us + max(own_us, theirs_us, cpu_us), default_spin(w + 1, cores)
+
+
 def _inprocess_cost(
     step_us: float,
     obs_bytes: int,
@@ -497,7 +539,10 @@ def _inprocess_cost(
     info_us: float = 0.0,
 ) -> float:
     # Infos stay in process by reference: no pickling (vecenv._inprocess).
-    env_us = step_us + INPROC_ENV_US + COPY_INPROC_US_PER_BYTE * obs_bytes
+    per_byte = COPY_INPROC_US_PER_BYTE
+    if num_envs * obs_bytes > LARGE_BATCH_BYTES:  # one core writes and reads it all
+        per_byte *= LARGE_BATCH_FACTOR
+    env_us = step_us + INPROC_ENV_US + per_byte * obs_bytes
     return INPROC_BATCH_US + num_envs * env_us + (INFO_MSG_INPROC_US if info_fraction else 0.0)
 
 
@@ -578,26 +623,34 @@ def choose_layout(
     # Other tasks count as far as they took the CPU from the probe (a probe
     # that kept its core saw no contention, whatever the runnable count).
     busy_cores = min(busy_cores, cores * (1.0 / max(cpu_fraction, MIN_CPU_FRACTION) - 1.0))
-    # (predicted us, num_workers, spin); fewer workers first, so a tie keeps fewer.
-    cands: List[Tuple[float, int, float]] = []
+    # (predicted us, num_workers, spin, inline); fewer processes first, so a
+    # tie keeps fewer.
+    cands: List[Tuple[float, int, float, bool]] = []
     if inprocess:
-        cands.append((_inprocess_cost(env_us, obs_bytes, num_envs, *info), 0, 0.0))
+        cands.append((_inprocess_cost(env_us, obs_bytes, num_envs, *info), 0, 0.0, False))
+        for w in range(1, min(cores, num_envs)):  # the caller and w workers, one per core
+            cost, spin = _inline_cost(
+                env_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info, busy_cores
+            )
+            cands.append((cost, w, spin, True))
     for w in candidate_workers(num_envs, cores, cpu_fraction):
         cost, spin = _workers_cost(
             env_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info, busy_cores
         )
-        cands.append((cost, w, spin))
+        cands.append((cost, w, spin, False))
     ranked = sorted(cands, key=lambda c: c[0])
-    cost, w, spin = ranked[0]
-    per = num_envs if w == 0 else math.ceil(num_envs / w)
+    cost, w, spin, inline = ranked[0]
+    per = num_envs if w == 0 else math.ceil(num_envs / (w + inline))
 
-    def name(w_: int, spin_: float) -> str:
+    def name(w_: int, spin_: float, inline_: bool) -> str:
         if w_ == 0:
             return "in-process"
-        per_ = math.ceil(num_envs / w_)
-        return f"{w_} worker{'s' if w_ > 1 else ''} of {per_} env{'s' if per_ > 1 else ''}" + (
-            ", spinning" if spin_ else ", sleeping"
-        )
+        per_ = math.ceil(num_envs / (w_ + inline_))
+        envs = f"{per_} env{'s' if per_ > 1 else ''}"
+        workers = f"{w_} worker{'s' if w_ > 1 else ''}"
+        if inline_:
+            return f"the caller and {workers}, {envs} each" + (", spinning" if spin_ else "")
+        return f"{workers} of {envs}" + (", spinning" if spin_ else ", sleeping")
 
     infos = (
         f"infos in {info_fraction:.0%} of steps ({info_us:.1f} us to pickle), "
@@ -609,13 +662,13 @@ def choose_layout(
         f"{infos}{num_envs} envs, "
         f"{cores} usable cores"
         + (f" ({busy_cores:.1f} busy with other tasks)" if busy_cores >= 0.05 else "")
-        + f": {name(w, spin)}, predicted {cost:.0f} us per batch"
+        + f": {name(w, spin, inline)}, predicted {cost:.0f} us per batch"
     )
     if len(ranked) > 1:
-        c2, w2, s2 = ranked[1]
-        why += f" (next best: {name(w2, s2)}, {c2:.0f} us)"
+        c2, w2, s2, i2 = ranked[1]
+        why += f" (next best: {name(w2, s2, i2)}, {c2:.0f} us)"
     if not inprocess:
-        why += "; in-process (num_workers=0) not a candidate"
+        why += "; in-process (num_workers=0) and inline=True: not a candidate"
     return Layout(
         num_workers=w,
         envs_per_worker=per,
@@ -623,6 +676,7 @@ def choose_layout(
         step_us=float(step_us),
         why=why,
         predicted_batch_us=float(cost),
+        inline=inline,
     )
 
 
@@ -695,120 +749,3 @@ def auto_layout(
         "num_workers='auto': %s (probe: %d steps in %.3f s)", layout.why, p.steps, p.elapsed_s
     )
     return layout
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """Where a ShmemVecEnv's envs run: what :func:`plan_layout` decided."""
-
-    ranges: List[Tuple[int, int]]  # each worker's [lo, hi) envs (one range in process)
-    cores: Any  # each worker's cores (cpu_affinity), or None
-    layout: Layout  # what ``venv.layout`` reports
-
-    @property
-    def in_process(self) -> bool:
-        """No worker process: the envs step in the calling process."""
-        return self.layout.num_workers == 0
-
-    @property
-    def spin(self) -> float:
-        """Seconds the waits poll before sleeping."""
-        return self.layout.spin
-
-
-def plan_layout(
-    env_fns: List[Callable[[], Any]],
-    *,
-    num_workers: Any,
-    envs_per_worker: Optional[int],
-    spin: Optional[float],
-    timeout: Optional[float],
-    batch_size: Optional[int] = None,
-    cpu_affinity: Any,
-    on_worker_death: str,
-    check_affinity: Callable[[Any, int], Any],
-    start_timeout: Optional[float] = None,
-    default: str = "auto",
-) -> Plan:
-    """Resolve ShmemVecEnv's layout options into a :class:`Plan`.
-
-    ``num_workers=0`` runs in process, ``"auto"`` probes ``env_fns[0]``
-    (:func:`auto_layout`; call this after every other argument check, since
-    the probe builds an env), anything else goes to the worker plan
-    (:func:`vecenv._pool.plan_workers`). Without a layout (neither
-    ``num_workers`` nor ``envs_per_worker``) lockstep is ``default``:
-    ``"auto"``, or ``"per_core"`` (one worker per usable core, at most one
-    per env), the default of the front ends that replace a class with
-    worker processes (gymnasium's AsyncVectorEnv, SB3's SubprocVecEnv, the
-    multi-agent engine): the probe may choose the calling process and
-    builds one more env there.
-    ``spin=None`` becomes 200 us up to two workers per usable core, else 0
-    (0 in process: nothing waits). Without a layout and with partial
-    batches (``batch_size`` < the envs),
-    one worker per usable core but one (at least one): the caller's policy
-    runs while the workers step and keeps that core (CleanRL's PPO loop on
-    2 cores, ``benchmarks/rollout.py``, 2026-12-05: one worker against two,
-    CartPole x16 42.5k against 37.1k env-steps/s, x64 157k / 136k, Pong x16
-    2.4k / 1.9k, HalfCheetah x16 23.7k / 15.0k).
-
-    Raises
-    ------
-    InvalidArgumentError
-        A bad ``num_workers``, ``envs_per_worker`` or ``cpu_affinity``, or an
-        option the in-process engine cannot honour.
-    """
-    from vecenv import _inprocess
-    from vecenv._options import check_auto_workers, in_process
-    from vecenv._pool import plan_workers
-
-    num_envs = len(env_fns)
-    spin_given = spin is not None
-    defaulted = num_workers is None and envs_per_worker is None
-    lockstep = batch_size is None or batch_size >= num_envs
-    # The default lockstep layout is the auto one: two runs of the benchmark
-    # suite put it at 0.95 or more of the best fixed layout in every cell
-    # (benchmarks/README.md).
-    auto = check_auto_workers(num_workers, envs_per_worker)
-    auto = auto or (defaulted and lockstep and default == "auto")
-    chosen = "default" if defaulted else "given"
-    inproc = in_process(num_workers, envs_per_worker)
-    cpus = usable_cpus()
-    if inproc:  # the envs step in this process, as one worker's
-        _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
-        ranges = [(0, num_envs)]
-    else:
-        given = None if isinstance(num_workers, str) else num_workers
-        if defaulted and not lockstep:
-            given, chosen = max(1, cpus - 1), "default partial-batch"
-        ranges = plan_workers(num_envs, given, envs_per_worker)
-    if auto:
-        check_affinity(cpu_affinity, 1)
-        try:
-            _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
-            allowed = on_worker_death != "restart"
-        except InvalidArgumentError:  # an option only worker processes honour
-            allowed = False
-        layout = auto_layout(env_fns[0], num_envs, cpus, inprocess=allowed, limit_s=start_timeout)
-        if layout.num_workers == 0:
-            inproc, ranges = True, [(0, num_envs)]
-        else:
-            ranges = plan_workers(num_envs, layout.num_workers, None)
-            spin = layout.spin if spin is None else spin
-    workers = len(ranges)
-    # The poll follows the caller unless the user chose the spin, or the
-    # workers outnumber the cores (a polling worker would keep one waiting).
-    follow = FOLLOW_S if not spin_given and workers <= cpus and not inproc else 0.0
-    if spin is None:
-        spin = default_spin(workers, cpus)
-    if inproc:
-        spin = 0.0  # nothing waits: every dispatch runs its round at once
-    cores = check_affinity(cpu_affinity, workers)
-    n, per = 0 if inproc else workers, max(hi - lo for lo, hi in ranges)
-    if auto:  # the probe's layout, with what the options decided
-        why = f"the default layout, num_workers='auto': {layout.why}" if defaulted else layout.why
-        layout = dataclasses.replace(
-            layout, num_workers=n, envs_per_worker=per, spin=float(spin), follow=follow, why=why
-        )
-    else:
-        layout = Layout(n, per, float(spin), why=f"the {chosen} layout", follow=follow)
-    return Plan(ranges, cores, layout)

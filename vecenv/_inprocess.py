@@ -78,29 +78,71 @@ _CONTROL = _core.Control
 _DISPATCH_ALL = _core.Control.dispatch_all
 _DISPATCH = _core.Control.dispatch
 _PUBLISHED = _core.Control.published
+_WAIT_READY = _core.Control.wait_ready
 _MSG_CALL = Msg.CALL
 
 
-def check_options(*, timeout: Any, cpu_affinity: Any) -> None:
-    """Refuse the options that ``num_workers=0`` cannot honour.
+def check_options(*, timeout: Any, cpu_affinity: Any, what: str = "num_workers=0") -> None:
+    """Refuse the options that ``num_workers=0`` (or ``what``: ``inline=True``,
+    whose caller steps envs too) cannot honour.
 
     Raises
     ------
     InvalidArgumentError
         ``timeout`` is not None (an env running in the calling thread cannot
-        be stopped), or ``cpu_affinity`` asks for pinning (there is no worker).
+        be stopped), or ``cpu_affinity`` asks for pinning.
     """
     if timeout is not None:
+        fix = "num_workers >= 1" if what == "num_workers=0" else "inline=False"
         raise InvalidArgumentError(
-            f"timeout={timeout!r} cannot be enforced with num_workers=0: the envs run in the "
-            "calling thread and nothing can stop one that hangs; pass timeout=None, or "
-            "num_workers >= 1 for a watchdog that kills a stuck worker"
+            f"timeout={timeout!r} cannot be enforced with {what}: envs run in the "
+            f"calling thread and nothing can stop one that hangs; pass timeout=None, or "
+            f"{fix} for a watchdog that kills a stuck worker"
         )
-    if cpu_affinity is not None and cpu_affinity is not False:
+    if cpu_affinity is not None and cpu_affinity is not False and what == "num_workers=0":
         raise InvalidArgumentError(
             f"cpu_affinity={cpu_affinity!r} needs worker processes to pin; with num_workers=0 "
             "pass cpu_affinity=None (pin the calling process with os.sched_setaffinity instead)"
         )
+    if cpu_affinity is not None and cpu_affinity is not False:
+        raise InvalidArgumentError(
+            f"cpu_affinity={cpu_affinity!r} is not taken with {what}: pass cpu_affinity=None, "
+            "or inline=False to pin every worker"
+        )
+
+
+def build_envs(env_fns, lo: int, check_spaces: bool, worker_error) -> List[Any]:
+    """Build envs ``lo, lo+1, ...`` from ``env_fns`` in this process, as a
+    worker builds its own (gymnasium envs; an old-Gym env is converted).
+
+    Raises
+    ------
+    WorkerError
+        A factory raised, or (``check_spaces``) an env's spaces differ from
+        the first's; names the env (its index in the vec env), with the
+        traceback, and is also of the env's own exception type (as from a
+        worker). The envs built so far are closed.
+    InvalidArgumentError
+        (``check_spaces``) The envs' ``render_mode`` differ.
+    """
+    envs: List[Any] = []
+    try:
+        for i, fn in enumerate(env_fns):
+            try:
+                envs.append(to_gymnasium(fn()))
+            except Exception as exc:
+                # Its __cause__ is the env's traceback (RemoteTraceback), as from a worker.
+                err = as_env_exception(worker_error(error_payload(exc, lo + i, "creating the env")))
+                raise err from err.__cause__
+        bad = spaces_mismatch(envs, lo) if check_spaces else None
+        if bad is not None:
+            raise as_env_exception(worker_error(error_payload(bad[1], bad[0], "checking spaces")))
+        if check_spaces:
+            check_render_modes([_metadata(env).get("render_mode") for env in envs])
+    except BaseException:
+        close_envs(envs)
+        raise
+    return envs
 
 
 class InprocProcess:
@@ -253,12 +295,16 @@ class InprocControl(_CONTROL):
 
     loop: Optional[InprocLoop]
     in_flight: np.ndarray
+    cut = False  # a round of this process's envs was interrupted
+    hi: int  # this process steps envs [0, hi): all of them, or worker 0's (inline)
 
     def dispatch_all(self, op: int) -> None:
+        self.cut = True  # until the round ends: an interrupt leaves it set
         _DISPATCH_ALL(self, op)
         self._run()
 
     def dispatch(self, env_ids, op: int) -> None:
+        self.cut = True
         _DISPATCH(self, env_ids, op)
         self._run()
 
@@ -266,9 +312,10 @@ class InprocControl(_CONTROL):
         loop = self.loop
         if loop is None:
             raise StateError("the in-process envs are closed")
-        ops = loop.ctrl.take_ops(0, self.num_envs)
+        ops = loop.ctrl.take_ops(0, self.hi)
         if ops:
             loop.run_round(ops)
+        self.cut = False
 
     def wait_ready(self, target: int, spin_s: float, timeout_s: float) -> int:
         """Published envs (>= ``target``): every dispatch published its envs
@@ -296,15 +343,32 @@ class InprocControl(_CONTROL):
         """After an interrupted round: drop the ops not yet run and publish
         every env in flight that is not published, with status OK (their
         results are garbage, for a drain to drop)."""
+        self.cut = False
         loop = self.loop
         if loop is None:
             return
-        loop.ctrl.take_ops(0, self.num_envs)
-        ready = self.arrays()[2]
-        lost = np.flatnonzero(self.in_flight & (ready == 0))
+        hi = self.hi  # this process steps envs [0, hi)
+        loop.ctrl.take_ops(0, hi)
+        ready = self.arrays()[2][:hi]
+        lost = np.flatnonzero(self.in_flight[:hi] & (ready == 0))
         if lost.size:
             loop.ctrl.publish(lost.tolist(), None, 0)
         loop.ctrl.leave(0)
+
+
+class SharedControl(InprocControl):
+    """The parent's Control of ``inline=True``: the calling process steps
+    worker 0's envs, worker processes the others (:class:`vecenv._pool.WorkerPool`
+    with ``inline``). A dispatch wakes the workers first, then runs worker
+    0's round here, so both overlap; the wait is the compiled one, for the
+    workers. After an interrupted round of this process's envs (``cut``),
+    the next wait first abandons them, as :meth:`InprocControl.wait_ready`
+    does."""
+
+    def wait_ready(self, target: int, spin_s: float, timeout_s: float) -> int:
+        if self.cut:
+            self.abandon()
+        return _WAIT_READY(self, target, spin_s, timeout_s)
 
 
 class InprocPool:
@@ -378,27 +442,7 @@ class InprocPool:
         InvalidArgumentError
             (``check_spaces``) The envs' ``render_mode`` differ.
         """
-        envs: List[Any] = []
-        try:
-            for i, fn in enumerate(self.env_fns):
-                try:
-                    envs.append(to_gymnasium(fn()))
-                except Exception as exc:
-                    # Its __cause__ is the env's traceback (RemoteTraceback), as from a worker.
-                    err = as_env_exception(
-                        self.worker_error(error_payload(exc, i, "creating the env"))
-                    )
-                    raise err from err.__cause__
-            bad = spaces_mismatch(envs, 0) if self.check_spaces else None
-            if bad is not None:
-                raise as_env_exception(
-                    self.worker_error(error_payload(bad[1], bad[0], "checking spaces"))
-                )
-            if self.check_spaces:
-                check_render_modes([_metadata(env).get("render_mode") for env in envs])
-        except BaseException:
-            close_envs(envs)
-            raise
+        envs = build_envs(self.env_fns, 0, self.check_spaces, self.worker_error)
         self.env_fns = []
         process = InprocProcess()
         self.chan = InprocChannel(self.spec, envs, process)
@@ -425,6 +469,7 @@ class InprocPool:
         """``ctrl`` bound to the loop and to the collector's in-flight marks."""
         ctrl.loop = None if self.chan is None else self.chan.loop
         ctrl.in_flight = in_flight
+        ctrl.hi = self.ranges[0][1]
         return ctrl
 
     # ------------------------------------------------------------ transport

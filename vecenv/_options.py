@@ -34,7 +34,7 @@ class EngineOptions:
 
     Every front end builds one from its keyword arguments (or takes one as
     ``engine_options=``), so each value is checked the same way everywhere.
-    Checked here: the durations (``timeout`` and ``start_timeout`` > 0 or
+    Checked here: ``inline`` (a bool), the durations (``timeout`` and ``start_timeout`` > 0 or
     None, ``spin`` >= 0 or None, in seconds), ``autoreset_mode`` (any
     spelling; stored as the engine's name), ``context``,
     ``on_worker_death`` and ``max_restarts``. ``num_workers``,
@@ -49,6 +49,7 @@ class EngineOptions:
 
     num_workers: Any = None
     envs_per_worker: Optional[int] = None
+    inline: bool = False
     batch_size: Optional[int] = None
     context: Optional[str] = None
     copy: bool = True
@@ -68,6 +69,8 @@ class EngineOptions:
     episode_statistics: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.inline, (bool, np.bool_)):
+            raise InvalidArgumentError(f"inline must be a bool, got {self.inline!r}")
         check_seconds("timeout", self.timeout)
         check_seconds("start_timeout", self.start_timeout)
         check_seconds("spin", self.spin, zero_ok=True)

@@ -9,7 +9,13 @@ runs over :class:`_Resources` (the processes, channels and shared segment,
 kept apart from the vec env so that the finalizer holds no reference to it).
 
 The in-process pool of ``num_workers=0`` (:class:`vecenv._inprocess.InprocPool`)
-has the same interface. What to do about a death (restart or raise) is the
+has the same interface. With ``inline`` (``ShmemVecEnv(inline=True)``) worker
+0 is not a process: the calling process steps its envs with the in-process
+engine's stand-ins (:class:`vecenv._inprocess.InprocChannel`,
+:class:`~vecenv._inprocess.InprocProcess`, and the Control
+:class:`~vecenv._inprocess.SharedControl`, whose dispatch wakes the workers
+and then runs worker 0's round), while the worker processes step the rest;
+everything else, transport included, goes through the same methods. What to do about a death (restart or raise) is the
 :class:`vecenv._collect.Recovery` part's decision; the pool only reports it.
 The pool never touches the vec env's state: its errors propagate to the verb,
 which set NEEDS_RESET before the side effect that raised.
@@ -236,6 +242,9 @@ class WorkerPool:
     spin, follow, autoreset_mode, check_rewards, check_spaces, check_observations
         What each worker is told (:class:`vecenv._worker.WorkerSpec`;
         ``follow`` is its ``follow_s``).
+    inline : bool
+        Worker 0's envs step in the calling process (see the module); it
+        never dies, times out or restarts.
     """
 
     in_process = False
@@ -257,8 +266,13 @@ class WorkerPool:
         check_spaces: bool,
         check_observations: bool = False,
         follow: float = 0.0,
+        inline: bool = False,
     ):
         self.resources = resources
+        self.inline = bool(inline)
+        lo0, hi0 = ranges[0]
+        self.inline_fns = list(env_fns[lo0:hi0]) if inline else []
+        self.inline_chan: Any = None  # worker 0's InprocChannel (inline), once started
         _track(resources)
         self.ranges = ranges
         self.env_worker: Any = np.repeat(np.arange(len(ranges)), [hi - lo for lo, hi in ranges])
@@ -278,10 +292,10 @@ class WorkerPool:
                 index=w,
                 lo=lo,
                 hi=hi,
-                env_fns=cloudpickle.dumps(env_fns[lo:hi]),
+                env_fns=b"" if inline and w == 0 else cloudpickle.dumps(env_fns[lo:hi]),
                 parent_pid=os.getpid(),
-                spin_s=spin,
-                follow_s=follow,
+                spin_s=0.0 if inline and w == 0 else spin,
+                follow_s=0.0 if inline and w == 0 else follow,
                 autoreset_mode=autoreset_mode,
                 check_rewards=check_rewards,
                 check_spaces=check_spaces,
@@ -321,9 +335,15 @@ class WorkerPool:
             (``check_spaces``) The envs' ``render_mode`` differ.
         """
         try:
-            for w in range(self.num_workers):
+            if self.inline:  # worker 0's stand-ins first: the workers' indices follow
+                self._add_inline()
+            for w in range(self.first_process, self.num_workers):
                 self.spawn(w)
-            replies = Startup(self).run(time.monotonic() + self.start_timeout)
+            if self.inline:  # while the workers boot
+                replies = {0: self._build_inline()}
+            else:
+                replies = {}
+            replies.update(Startup(self).run(time.monotonic() + self.start_timeout))
             spaces = None
             metadata: Dict[str, Any] = {}
             render_modes: List[Any] = []
@@ -348,13 +368,52 @@ class WorkerPool:
             raise WorkerError("ShmemVecEnv(): no worker to start")
         return spaces, metadata
 
+    @property
+    def first_process(self) -> int:
+        """The first worker that is a process (1 with ``inline``, else 0)."""
+        return 1 if self.inline else 0
+
+    def _add_inline(self) -> None:
+        """Record worker 0's stand-ins (``inline``) as ``procs[0]``, ``chans[0]``."""
+        from vecenv._inprocess import InprocChannel, InprocProcess
+
+        process = InprocProcess()
+        chans: List[Any] = self.resources.chans  # ParentChannel's stand-in at 0
+        self.resources.procs[:] = [process]
+        chans[:] = [InprocChannel(self.specs[0], [], process)]
+        self.inline_chan = chans[0]
+
+    def _build_inline(self) -> Any:
+        """Build worker 0's envs in this process (``inline``): a Spaces
+        message as a worker's start-up sends it. Raises as
+        :func:`vecenv._inprocess.build_envs`."""
+        from vecenv._inprocess import build_envs
+        from vecenv._worker import _metadata
+
+        lo = self.ranges[0][0]
+        envs = build_envs(self.inline_fns, lo, self.check_spaces, self.worker_error)
+        self.inline_fns = []
+        self.inline_chan.envs[:] = envs
+        return msgs.Spaces(
+            envs[0].observation_space, envs[0].action_space, [_metadata(e) for e in envs]
+        )
+
     def make_control(self, block, num_envs: int) -> Any:
         """The parent's Control over ``block`` (initialised here)."""
+        if self.inline:
+            from vecenv._inprocess import SharedControl
+
+            return SharedControl(block, num_envs, self.num_workers, self.env_worker, init=True)
         return _core.Control(block, num_envs, self.num_workers, self.env_worker, init=True)
 
     def control(self, ctrl: Any, in_flight: np.ndarray) -> Any:
-        """The Control the parent steps with once attached: ``ctrl`` itself
-        (the in-process pool binds its own to the loop)."""
+        """The Control the parent steps with once attached: ``ctrl`` itself,
+        bound to worker 0's loop and the collector's in-flight marks with
+        ``inline``."""
+        if self.inline:
+            ctrl.loop = self.inline_chan.loop
+            ctrl.in_flight = in_flight
+            ctrl.hi = self.ranges[0][1]
         return ctrl
 
     def attach(self, segment: Any, layout: Any, ctrl: Any) -> None:
@@ -451,6 +510,8 @@ class WorkerPool:
             The new worker failed to start; it is buried.
         """
         lo, hi = self.ranges[w]
+        if w < self.first_process:  # pragma: no cover - this process never dies
+            raise StateError(f"worker {w} steps in this process (inline=True): no restart")
         if not self.segment_handle.startswith("/proc/"):  # pragma: no cover - macOS
             raise WorkerDiedError(
                 f"worker {w} (envs {list(range(lo, hi))}) is dead and cannot be restarted: "
@@ -676,7 +737,10 @@ class WorkerPool:
     def bury(self, w: int) -> None:
         """Make sure worker ``w`` is dead and reaped, and forget its envs: their
         control bytes, published results and in-flight marks, and its channel.
-        reset() or the restart policy starts it again."""
+        reset() or the restart policy starts it again. Worker 0 of ``inline``
+        (this process) is left alone: nothing stops it."""
+        if w < self.first_process:
+            return
         res = self.resources
         proc = res.procs[w]
         if proc.exitcode is None:

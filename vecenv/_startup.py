@@ -58,7 +58,7 @@ class Startup:
         res = pool.resources
         n = pool.num_workers
         replies: Dict[int, Any] = {}
-        pending = set(range(n))
+        pending = set(range(pool.first_process, n))  # worker 0 may be this process (inline)
         start = time.monotonic()
         report_at = start + _START_REPORT_S
         # Factory errors of all workers are gathered for a short while after

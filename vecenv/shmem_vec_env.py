@@ -51,12 +51,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from vecenv._autolayout import plan_layout
 from vecenv._calls import Calls, check_picklable
 from vecenv._collect import Collector, Recovery
 from vecenv._engine import EngineVecEnv, State
 from vecenv._inprocess import InprocPool
 from vecenv._options import ENGINE_OPTIONS, EngineOptions, check_env_fns
+from vecenv._plan import plan_layout
 from vecenv._pool import WorkerPool, _Resources, _shutdown, check_affinity
 from vecenv._stats import Stats
 from vecenv._step import Steps
@@ -84,31 +84,29 @@ class ShmemVecEnv(EngineVecEnv):
     ----------
     env_fns : sequence of callables
         One factory per env, returning a ``gymnasium.Env`` (or a legacy gym env
-        when the ``legacy-gym`` extra is installed). Pickled with cloudpickle,
-        so lambdas and closures work under every start method.
+        with the ``legacy-gym`` extra); pickled with cloudpickle.
     spaces : (observation_space, action_space), optional
         The spaces every env must have; checked against the envs' own.
     num_workers, envs_per_worker : int (num_workers also "auto"), optional
         Worker layout (give one or neither); envs spread evenly, in order.
         Default: ``"auto"``, or with ``batch_size`` < num_envs one worker per
-        usable core but one (at least one: the policy runs while workers
-        step). ``"auto"``: build one env from ``env_fns[0]`` here, time its
-        reset and up to 0.1 s of steps (within ``start_timeout``), close it,
-        and choose in-process (not with ``timeout``, ``cpu_affinity`` or
-        ``on_worker_death="restart"``) or how many workers, and ``spin``
-        (unless given), from that cost, the observation size and the usable
-        cores: ``self.layout``, logged. Give an int for a fixed layout.
-        ``num_workers=0``: no worker process; the envs are built and stepped
-        in the calling process, in order, by the same engine (same API,
-        results, infos and errors; ``in_process`` is then True), where
-        ``step_async``, ``send`` and ``reset_async`` run the envs before
-        they return (the fastest layout for envs whose step costs a few
-        microseconds). ``timeout`` and ``cpu_affinity`` are refused (nothing
-        can stop or pin an env running in the caller's thread); ``start_timeout``,
-        ``spin``, ``context``, ``daemon``, ``on_worker_death`` and
-        ``max_restarts`` have no effect; call arguments and results are
-        passed by reference (no pickling), and the global generators are
-        never reseeded by reset seeds (they are the caller's).
+        usable core but one (at least one). ``"auto"``: time up to 0.1 s of steps of one env from
+        ``env_fns[0]`` built here, then choose in-process, ``inline`` (neither
+        with ``timeout``, ``cpu_affinity`` or ``on_worker_death="restart"``)
+        or how many workers, and ``spin``: ``self.layout``, logged.
+        ``num_workers=0``: no worker process; the same engine builds and
+        steps the envs in the calling process (``in_process`` is then True),
+        where ``step_async``, ``send`` and ``reset_async`` run them before
+        they return. ``timeout`` and ``cpu_affinity`` are refused (nothing can
+        stop or pin an env in the caller's thread); the process options have
+        no effect; calls pass by reference, and reset seeds never reseed the
+        global generators (they are the caller's).
+    inline : bool
+        True: the calling process steps the first of ``num_workers + 1``
+        shares of the envs while the worker processes step the others
+        (default one share per usable core). Lockstep only; ``timeout`` and
+        ``cpu_affinity`` are refused, as with ``num_workers=0``; ``"auto"``
+        considers it (docs/guides/layout.md). Default False.
     batch_size : int, optional
         Envs returned by :meth:`recv` (default num_envs: lockstep).
     context : str, optional
@@ -246,6 +244,7 @@ class ShmemVecEnv(EngineVecEnv):
         *,
         num_workers: Union[int, str, None] = None,
         envs_per_worker: Optional[int] = None,
+        inline: bool = False,
         batch_size: Optional[int] = None,
         context: Optional[str] = None,
         copy: bool = True,
@@ -291,6 +290,7 @@ class ShmemVecEnv(EngineVecEnv):
             env_fns,
             num_workers=num_workers,
             envs_per_worker=envs_per_worker,
+            inline=bool(inline),
             batch_size=batch_size,
             spin=spin,
             timeout=timeout,
@@ -741,6 +741,7 @@ def _make_pool(
         cores=plan.cores,
         spin=spin,
         follow=plan.layout.follow,
+        inline=plan.layout.inline,
         **kwargs,
     )
 

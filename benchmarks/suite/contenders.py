@@ -161,6 +161,9 @@ def _vecenv_layout(venv) -> Dict[str, Any]:
         out["num_workers"] = 0 if getattr(venv, "in_process", False) else len(ranges)
         out["envs_per_worker"] = max(hi - lo for lo, hi in ranges)
     layout = getattr(venv, "layout", None)  # ShmemVecEnv.layout: how it was chosen
+    if getattr(layout, "inline", False):  # the caller steps the first share
+        out["num_workers"] = layout.num_workers
+        out["inline"] = True
     if layout is not None and getattr(layout, "step_us", None) is not None:
         out["num_workers"] = layout.num_workers
         out["envs_per_worker"] = layout.envs_per_worker
@@ -387,6 +390,14 @@ CONTENDERS: Dict[str, Contender] = {
             functools.partial(_open_vecenv, num_workers=0),
             vecenv=True,
             note="ShmemVecEnv(num_workers=0): the same engine, envs stepped in the calling process",
+        ),
+        Contender(
+            "vecenv_inline",
+            "vecenv lockstep, the caller stepping a share (inline=True)",
+            functools.partial(_open_vecenv, inline=True),
+            vecenv=True,
+            note="ShmemVecEnv(inline=True): the caller steps one share of the envs while one "
+            "worker per other usable core steps the rest",
         ),
         Contender(
             "vecenv_async",

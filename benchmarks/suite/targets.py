@@ -72,7 +72,8 @@ def _layout_key(e: Dict[str, Any]) -> Tuple[Any, ...]:
     if not is_vecenv(e["contender"]):
         return (e["contender"],)
     lay = e.get("layout") or {}
-    return ("vecenv", lay.get("num_workers"), lay.get("envs_per_worker"), lay.get("spin_s"))
+    key = ("vecenv", lay.get("num_workers"), lay.get("envs_per_worker"), lay.get("spin_s"))
+    return key + (("inline",) if lay.get("inline") else ())
 
 
 def _layout_rates(entries) -> Dict[Tuple[Any, ...], Tuple[float, str]]:
@@ -101,7 +102,9 @@ def _one_worker_rate(entries) -> Tuple[Optional[float], str]:
     ones = [
         e
         for e in entries
-        if _is_lockstep_layout(e) and (e.get("layout") or {}).get("num_workers") == 1
+        if _is_lockstep_layout(e)
+        and (e.get("layout") or {}).get("num_workers") == 1
+        and not (e.get("layout") or {}).get("inline")
     ]
     if ones:
         e = max(ones, key=rate)

@@ -1,0 +1,175 @@
+"""The layout a ShmemVecEnv runs with: its layout options resolved (parent side).
+
+:func:`plan_layout` turns ``num_workers``, ``envs_per_worker``, ``inline``,
+``batch_size``, ``spin`` and the options that need worker processes into a
+:class:`Plan`: each worker's envs, the cores to pin, and the
+:class:`~vecenv._autolayout.Layout` that ``venv.layout`` reports. ``"auto"``
+(the default in lockstep) asks :func:`vecenv._autolayout.auto_layout`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, List, Optional, Tuple
+
+from vecenv._autolayout import FOLLOW_S, Layout, auto_layout, default_spin
+from vecenv._cpus import usable_cpus
+from vecenv.errors import InvalidArgumentError
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Where a ShmemVecEnv's envs run: what :func:`plan_layout` decided."""
+
+    ranges: List[Tuple[int, int]]  # each worker's [lo, hi) envs (one range in process)
+    cores: Any  # each worker's cores (cpu_affinity), or None
+    layout: Layout  # what ``venv.layout`` reports
+
+    @property
+    def in_process(self) -> bool:
+        """No worker process: the envs step in the calling process."""
+        return self.layout.num_workers == 0
+
+    @property
+    def spin(self) -> float:
+        """Seconds the waits poll before sleeping."""
+        return self.layout.spin
+
+
+def plan_layout(
+    env_fns: List[Callable[[], Any]],
+    *,
+    num_workers: Any,
+    envs_per_worker: Optional[int],
+    inline: bool = False,
+    spin: Optional[float],
+    timeout: Optional[float],
+    batch_size: Optional[int] = None,
+    cpu_affinity: Any,
+    on_worker_death: str,
+    check_affinity: Callable[[Any, int], Any],
+    start_timeout: Optional[float] = None,
+    default: str = "auto",
+) -> Plan:
+    """Resolve ShmemVecEnv's layout options into a :class:`Plan`.
+
+    ``num_workers=0`` runs in process, ``"auto"`` probes ``env_fns[0]``
+    (:func:`auto_layout`; call this after every other argument check, since
+    the probe builds an env), anything else goes to the worker plan
+    (:func:`vecenv._pool.plan_workers`). Without a layout (neither
+    ``num_workers`` nor ``envs_per_worker``) lockstep is ``default``:
+    ``"auto"``, or ``"per_core"`` (one worker per usable core, at most one
+    per env), the default of the front ends that replace a class with
+    worker processes (gymnasium's AsyncVectorEnv, SB3's SubprocVecEnv, the
+    multi-agent engine): the probe may choose the calling process and
+    builds one more env there.
+    ``spin=None`` becomes 200 us up to two workers per usable core, else 0
+    (0 in process: nothing waits). Without a layout and with partial
+    batches (``batch_size`` < the envs),
+    one worker per usable core but one (at least one): the caller's policy
+    runs while the workers step and keeps that core (CleanRL's PPO loop on
+    2 cores, ``benchmarks/rollout.py``, 2026-12-05: one worker against two,
+    CartPole x16 42.5k against 37.1k env-steps/s, x64 157k / 136k, Pong x16
+    2.4k / 1.9k, HalfCheetah x16 23.7k / 15.0k).
+    ``inline=True`` splits the envs into ``num_workers + 1`` shares (default
+    one per usable core, at least two), the first the caller's.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A bad ``num_workers``, ``envs_per_worker`` or ``cpu_affinity``, an
+        option the in-process engine cannot honour, or ``inline=True`` with
+        ``"auto"`` or partial batches.
+    """
+    from vecenv import _inprocess
+    from vecenv._options import check_auto_workers, in_process
+    from vecenv._pool import plan_workers
+
+    num_envs = len(env_fns)
+    spin_given = spin is not None
+    defaulted = num_workers is None and envs_per_worker is None and not inline
+    lockstep = batch_size is None or batch_size >= num_envs
+    # The default lockstep layout is the auto one: two runs of the benchmark
+    # suite put it at 0.95 or more of the best fixed layout in every cell
+    # (benchmarks/README.md).
+    auto = check_auto_workers(num_workers, envs_per_worker)
+    auto = auto or (defaulted and lockstep and default == "auto")
+    chosen = "default" if defaulted else "given"
+    inproc = in_process(num_workers, envs_per_worker)
+    cpus = usable_cpus()
+    if inline and not inproc:
+        _check_inline(auto, lockstep, batch_size, num_envs)
+        _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity, what="inline=True")
+        given = None if num_workers is None else num_workers + 1  # the caller's share too
+        if given is None and envs_per_worker is None:
+            given = max(2, cpus)
+        ranges = plan_workers(num_envs, given, envs_per_worker)
+        inproc = len(ranges) == 1  # one env: the caller steps it
+    elif inproc:  # the envs step in this process, as one worker's
+        _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
+        ranges = [(0, num_envs)]
+    else:
+        given = None if isinstance(num_workers, str) else num_workers
+        if defaulted and not lockstep:
+            given, chosen = max(1, cpus - 1), "default partial-batch"
+        ranges = plan_workers(num_envs, given, envs_per_worker)
+    if auto:
+        check_affinity(cpu_affinity, 1)
+        try:
+            _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
+            allowed = on_worker_death != "restart"
+        except InvalidArgumentError:  # an option only worker processes honour
+            allowed = False
+        layout = auto_layout(env_fns[0], num_envs, cpus, inprocess=allowed, limit_s=start_timeout)
+        inline = layout.inline
+        if layout.num_workers == 0:
+            inproc, ranges = True, [(0, num_envs)]
+        else:
+            ranges = plan_workers(num_envs, layout.num_workers + int(inline), None)
+            spin = layout.spin if spin is None else spin
+    inline = bool(inline) and not inproc
+    workers = len(ranges)  # the caller's share included (inline)
+    # The poll follows the caller unless the user chose the spin, or the
+    # workers outnumber the cores (a polling worker would keep one waiting).
+    follow = FOLLOW_S if not spin_given and workers <= cpus and not inproc else 0.0
+    if spin is None:
+        spin = default_spin(workers, cpus)
+    if inproc:
+        spin = 0.0  # nothing waits: every dispatch runs its round at once
+    cores = check_affinity(cpu_affinity, workers)
+    n, per = 0 if inproc else workers - int(inline), max(hi - lo for lo, hi in ranges)
+    if auto:  # the probe's layout, with what the options decided
+        why = f"the default layout, num_workers='auto': {layout.why}" if defaulted else layout.why
+        layout = dataclasses.replace(
+            layout,
+            num_workers=n,
+            envs_per_worker=per,
+            spin=float(spin),
+            follow=follow,
+            why=why,
+            inline=inline,
+        )
+    else:
+        why = f"the {chosen} layout" + (", the caller stepping the first share" if inline else "")
+        layout = Layout(n, per, float(spin), why=why, follow=follow, inline=inline)
+    return Plan(ranges, cores, layout)
+
+
+def _check_inline(auto: bool, lockstep: bool, batch_size: Any, num_envs: int) -> None:
+    """Refuse ``inline=True`` with ``num_workers="auto"`` or partial batches.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Either combination (the message names both arguments).
+    """
+    if auto:
+        raise InvalidArgumentError(
+            "inline=True and num_workers='auto' were both given: 'auto' chooses whether the "
+            "caller steps a share of the envs; pass one of them"
+        )
+    if not lockstep:
+        raise InvalidArgumentError(
+            f"inline=True steps the caller's share inside each call, so it needs lockstep; got "
+            f"batch_size={batch_size} < num_envs={num_envs}: pass inline=False for partial batches"
+        )
