@@ -39,14 +39,17 @@ def test_cli_measures_every_layout_and_peer_and_recommends(tmp_path):
     report = json.loads(out.read_text())
     layouts = bench.layout_candidates(4, report["usable_cores"])
     names = [x["name"] for x in report["results"]]
-    # Every mode: in process, each layout, auto, partial batches (on the most
-    # workers and on one core fewer); then the peers.
+    # Every mode: in process, the caller's share beside a worker per other
+    # core, each layout, auto, partial batches (on the most workers and on one
+    # core fewer); then the peers.
     cores = report["usable_cores"]
     partial = sorted({layouts[-1], max(1, min(layouts[-1], cores - 1))}, reverse=True)
-    n_vecenv = len(layouts) + 2 + len(partial)
+    inline = [min(4, cores) - 1] if cores >= 2 else []
+    n_vecenv = len(layouts) + 2 + len(inline) + len(partial)
     assert names == ["vecenv"] * n_vecenv + ["gym_sync", "gym_async"]
     options = [x["options"] for x in report["results"][:n_vecenv]]
-    assert [o["num_workers"] for o in options] == [0, *layouts, "auto", *partial]
+    assert [o["num_workers"] for o in options] == [0, *inline, *layouts, "auto", *partial]
+    assert [o.get("inline", False) for o in options[1 : 1 + len(inline)]] == [True] * len(inline)
     assert [o["batch_size"] for o in options[-len(partial) :]] == [2] * len(partial)
     for x in report["results"]:
         assert x["error"] is None and x["env_steps_per_s"] > 0, x
@@ -235,3 +238,14 @@ def test_cli_refuses_a_policy_that_is_not_module_function(tmp_path):
     assert r.returncode == 2 and "--policy 'nope' is not module:function" in r.stderr
     r = _cli("CartPole-v1", "--policy-us", "-1", cwd=tmp_path, timeout=50)
     assert r.returncode == 2 and "--policy-us must be >= 0" in r.stderr
+
+
+def test_the_recommended_line_builds_the_layout_it_names():
+    env_fn = bench.EnvFactory("vecenv/Noop-v0")
+    line = env_fn.code(4, 1, inline=True)
+    assert line == "vecenv.make('vecenv/Noop-v0', 4, num_workers=1, inline=True)"
+    assert env_fn.code(4, 2, 2) == "vecenv.make('vecenv/Noop-v0', 4, num_workers=2, batch_size=2)"
+    import vecenv.envs  # noqa: F401 - the line names vecenv, and its ids
+
+    with eval(line) as venv:  # the line runs as printed
+        assert (venv.layout.num_workers, venv.layout.inline) == (1, True)

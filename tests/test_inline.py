@@ -15,12 +15,13 @@ import functools
 import gc
 import os
 import signal
+import subprocess
 import time
 
 import numpy as np
 import psutil
 import pytest
-from helpers import Alarm, PayloadEnv, fuzz_lockstep, payload_fns
+from helpers import SAFE_PYTHON, Alarm, PayloadEnv, fuzz_lockstep, payload_fns
 from test_inprocess import FailingEnv, SlowEnv
 
 import vecenv
@@ -47,6 +48,7 @@ def test_layout_shares_and_processes():
     with vecenv.ShmemVecEnv(payload_fns(7), num_workers=2, inline=True, copy=False) as venv:
         lay = venv.layout
         assert (lay.num_workers, lay.envs_per_worker, lay.inline) == (2, 3, True)
+        assert venv.num_workers == 2 and "num_workers=2" in repr(venv)  # processes
         assert not venv.in_process and "caller stepping the first share" in lay.why
         assert venv._pool.ranges == [(0, 3), (3, 5), (5, 7)]
         assert len(set(me.children()) - before) == 2  # the caller's share is no process
@@ -171,6 +173,18 @@ def test_calls_reach_both_shares_in_env_order():
         venv.step(np.ones(5, np.int64))  # a failed call leaves it usable
 
 
+def test_a_call_whose_arguments_do_not_pickle_changes_no_env():
+    import threading
+
+    with vecenv.ShmemVecEnv(payload_fns(4), num_workers=1, inline=True) as venv:
+        venv.reset()
+        with pytest.raises(vecenv.errors.ArgumentNotPicklableError, match="set_attr"):
+            venv.set_attr("lock", threading.Lock())
+        # Posted to the worker processes first: the caller's share was not reached.
+        assert venv.env_method("__getattribute__", "__dict__", indices=[0])[0].get("lock") is None
+        venv.step(np.zeros(4, np.int64))
+
+
 def test_stats_count_the_callers_share():
     with vecenv.ShmemVecEnv(payload_fns(4), num_workers=1, inline=True) as venv:
         venv.reset()
@@ -209,6 +223,48 @@ def test_keyboard_interrupt_fuzz_then_reset_is_always_correct():
         with vecenv.ShmemVecEnv(payload_fns(6), num_workers=1, inline=True) as venv:
             fuzz_lockstep(venv, alarm, rng, trials, stats)
     assert stats["interrupts"] > trials // 10, stats
+
+
+class _LeaveInterrupted:
+    """The caller's loop's control block, whose first ``leave`` (the last
+    step of abandon()) raises KeyboardInterrupt, as a Ctrl-C there would."""
+
+    def __init__(self, ctrl):
+        self.ctrl, self.calls = ctrl, 0
+
+    def __getattr__(self, name):
+        return getattr(self.ctrl, name)
+
+    def leave(self, w):
+        self.calls += 1
+        if self.calls == 1:
+            raise KeyboardInterrupt
+        return self.ctrl.leave(w)
+
+
+def test_a_ctrl_c_inside_the_abandon_of_a_cut_round_leaves_reset_working():
+    # The first reset after a cut round abandons the caller's envs; a second
+    # Ctrl-C inside that must leave the next reset to abandon them again
+    # (a wait for envs nobody will publish would never end).
+    fns = [functools.partial(SlowEnv, i) for i in range(4)]
+    with Alarm() as alarm:
+        with vecenv.ShmemVecEnv(fns, num_workers=1, inline=True) as venv:
+            venv.reset()
+            acts = np.full(4, 2, np.int64)
+            hit, _ = alarm.run(0.001, venv.step, acts)  # inside env 0's sleep
+            ctrl = venv._collector.ctrl
+            assert hit and ctrl.cut
+            loop = ctrl.loop
+            real, loop.ctrl = loop.ctrl, _LeaveInterrupted(loop.ctrl)
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    venv.reset()
+                assert ctrl.cut and loop.ctrl.calls == 1  # still to be abandoned
+                assert venv.reset().tolist() == [[i, 0, -1] for i in range(4)]
+            finally:
+                loop.ctrl = real
+            obs, *_ = venv.step(acts)
+            assert obs.tolist() == [[i, 1, 2] for i in range(4)]
 
 
 # ------------------------------------------------------------ lifecycle
@@ -256,6 +312,9 @@ def test_close_closes_both_shares_and_leaks_nothing():
         ({"batch_size": 2}, r"batch_size=2 < num_envs=4: pass inline=False"),
         ({"num_workers": "auto"}, "inline=True and num_workers='auto'"),
         ({"inline": 1}, "inline must be a bool, got 1"),
+        ({"num_workers": 1.5}, r"num_workers must be a positive int or None, got 1\.5"),
+        ({"num_workers": True}, "num_workers must be a positive int or None, got True"),
+        ({"num_workers": 2, "envs_per_worker": 2}, "num_workers=1 worker processes'"),
     ],
 )
 def test_options_inline_cannot_honour_are_refused(kw, match):
@@ -275,6 +334,27 @@ def test_auto_considers_the_callers_share():
     assert not lay.inline and lay.num_workers >= 1
     # One core: nothing to share.
     assert not choose_layout(7.0, 32, 16, 1, inprocess=True).inline
+
+
+def test_auto_never_chooses_the_callers_share_for_partial_batches():
+    lay = choose_layout(7.0, 32, 16, 2, inprocess=True, inline_candidates=False)
+    assert not lay.inline and "the caller and" not in lay.why
+    with vecenv.ShmemVecEnv(payload_fns(8), num_workers="auto", batch_size=4) as venv:
+        assert not venv.layout.inline, venv.layout.why
+        venv.reset()
+
+
+def test_killing_the_callers_stand_in_never_signals_this_process():
+    # _kill sends SIGKILL to a worker's process group; the caller's share
+    # stands for a worker with this process's pid, which may lead its group.
+    code = (
+        "import os; os.setpgid(0, 0)\n"
+        "from vecenv._inprocess import InprocProcess\n"
+        "from vecenv._pool import _kill\n"
+        "_kill(InprocProcess()); print('alive')\n"
+    )
+    r = subprocess.run([*SAFE_PYTHON, "-c", code], capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0 and r.stdout.strip() == "alive", (r.returncode, r.stderr)
 
 
 def test_auto_layout_with_the_callers_share_runs():

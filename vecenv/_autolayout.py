@@ -128,6 +128,11 @@ LARGE_BATCH_BYTES = 1 << 20
 LARGE_BATCH_FACTOR = 2.9
 STEP_SCALE = 1.12  # a step of one env among many, per step of the probe's one hot env
 INFO_MSG_US = 40.0  # a worker's round message of infos: its send, the parent's receipt
+# ... with inline=True, whose worker sends it while the caller steps its own
+# share (HalfCheetah-v5 x2 to x16 on the 2-core VM, 2026-12-06: 11 to 33 us a
+# batch below the model with 40; x2 ran 67 us a batch against 86 predicted,
+# where in process ran 72 against 71).
+INLINE_INFO_MSG_US = 15.0
 INFO_BATCH_SHARE = 0.5  # an info pickled in its worker's round, per one pickled alone
 INFO_MSG_INPROC_US = 1.0  # ... in process (kept, not sent)
 INFO_DUMPS_SHARE = 0.75  # of an info's pickle round trip, the dumps (the worker's part)
@@ -526,7 +531,7 @@ def _inline_cost(
     parent_us = PARENT_BATCH_US + num_envs * (PARENT_ENV_US + COPY_PARENT_US_PER_BYTE * obs_bytes)
     if info_fraction > 0:
         any_info = 1.0 - (1.0 - info_fraction) ** per
-        parent_us += w * any_info * INFO_MSG_US
+        parent_us += w * any_info * INLINE_INFO_MSG_US
         parent_us += rest * info_fraction * (1.0 - INFO_DUMPS_SHARE) * INFO_BATCH_SHARE * info_us
     return parent_us + max(own_us, theirs_us, cpu_us), default_spin(w + 1, cores)
 
@@ -553,6 +558,7 @@ def choose_layout(
     cores: int,
     *,
     inprocess: bool = False,
+    inline_candidates: bool = True,
     cpu_fraction: float = 1.0,
     info_fraction: float = 0.0,
     info_us: float = 0.0,
@@ -573,6 +579,9 @@ def choose_layout(
     inprocess : bool
         Whether stepping in the calling process (``num_workers=0``) is
         available; when False only worker layouts are candidates.
+    inline_candidates : bool
+        With ``inprocess``, whether the caller's share beside workers
+        (``inline=True``, lockstep only) is a candidate too.
     cpu_fraction : float
         The probe's CPU seconds per wall second, in ``[0, 1]``
         (:attr:`Probe.cpu_fraction`); below 1, more workers than cores are
@@ -628,7 +637,7 @@ def choose_layout(
     cands: List[Tuple[float, int, float, bool]] = []
     if inprocess:
         cands.append((_inprocess_cost(env_us, obs_bytes, num_envs, *info), 0, 0.0, False))
-        for w in range(1, min(cores, num_envs)):  # the caller and w workers, one per core
+        for w in range(1, min(cores, num_envs) if inline_candidates else 1):  # one per core
             cost, spin = _inline_cost(
                 env_us, obs_bytes, num_envs, cores, w, cpu_fraction, *info, busy_cores
             )
@@ -712,6 +721,7 @@ def auto_layout(
     cores: int,
     *,
     inprocess: bool = False,
+    inline_candidates: bool = True,
     max_seconds: float = PROBE_SECONDS,
     limit_s: Optional[float] = None,
 ) -> Layout:
@@ -740,6 +750,7 @@ def auto_layout(
         num_envs,
         cores,
         inprocess=inprocess,
+        inline_candidates=inline_candidates,
         cpu_fraction=p.cpu_fraction,
         info_fraction=p.info_fraction,
         info_us=p.info_us,

@@ -114,9 +114,13 @@ class Calls:
         if drain and self.collector.in_flight.any():
             self.collector.drain(what)
         refs: Dict[int, int] = {}
+        # The worker processes first: a call to the caller's own share
+        # (inline) runs at once, so it goes last, after every argument
+        # pickled for the others (and while they run theirs).
+        inline = getattr(pool, "first_process", 0)
         try:
-            for w, wids in by_worker.items():
-                refs[w] = pool.post(w, msgs.Call(what, name, args, kwargs, wids))
+            for w in sorted(by_worker, key=lambda w: w < inline):
+                refs[w] = pool.post(w, msgs.Call(what, name, args, kwargs, by_worker[w]))
         except WorkerDiedError as exc:
             pool.bury(int(pool.env_worker[exc.env_indices[0]]))
             raise

@@ -77,8 +77,11 @@ class EngineVecEnv(VecEnv):
     def num_workers(self) -> int:
         """The processes that step the envs, each a contiguous range of them:
         worker processes (ShmemVecEnv) or Ray actors (RayVecEnv); 0 when the
-        envs step in the calling process (``num_workers=0``)."""
-        return 0 if self.in_process else len(self._ranges)
+        envs step in the calling process (``num_workers=0``); the caller's
+        share of ``inline=True`` is not counted."""
+        if self.in_process:
+            return 0
+        return len(self._ranges) - bool(getattr(getattr(self, "layout", None), "inline", False))
 
     @property
     def closed(self) -> bool:

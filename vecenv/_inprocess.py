@@ -342,10 +342,11 @@ class InprocControl(_CONTROL):
     def abandon(self) -> None:
         """After an interrupted round: drop the ops not yet run and publish
         every env in flight that is not published, with status OK (their
-        results are garbage, for a drain to drop)."""
-        self.cut = False
+        results are garbage, for a drain to drop). ``cut`` is cleared last:
+        an interrupt inside leaves it set, and the next wait abandons again."""
         loop = self.loop
         if loop is None:
+            self.cut = False
             return
         hi = self.hi  # this process steps envs [0, hi)
         loop.ctrl.take_ops(0, hi)
@@ -354,6 +355,7 @@ class InprocControl(_CONTROL):
         if lost.size:
             loop.ctrl.publish(lost.tolist(), None, 0)
         loop.ctrl.leave(0)
+        self.cut = False
 
 
 class SharedControl(InprocControl):

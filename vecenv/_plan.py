@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, List, Optional, Tuple
 
+import numpy as np
+
 from vecenv._autolayout import FOLLOW_S, Layout, auto_layout, default_spin
 from vecenv._cpus import usable_cpus
 from vecenv.errors import InvalidArgumentError
@@ -100,10 +102,7 @@ def plan_layout(
     if inline and not inproc:
         _check_inline(auto, lockstep, batch_size, num_envs)
         _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity, what="inline=True")
-        given = None if num_workers is None else num_workers + 1  # the caller's share too
-        if given is None and envs_per_worker is None:
-            given = max(2, cpus)
-        ranges = plan_workers(num_envs, given, envs_per_worker)
+        ranges = _inline_ranges(num_envs, num_workers, envs_per_worker, cpus)
         inproc = len(ranges) == 1  # one env: the caller steps it
     elif inproc:  # the envs step in this process, as one worker's
         _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
@@ -120,7 +119,14 @@ def plan_layout(
             allowed = on_worker_death != "restart"
         except InvalidArgumentError:  # an option only worker processes honour
             allowed = False
-        layout = auto_layout(env_fns[0], num_envs, cpus, inprocess=allowed, limit_s=start_timeout)
+        layout = auto_layout(
+            env_fns[0],
+            num_envs,
+            cpus,
+            inprocess=allowed,
+            inline_candidates=allowed and lockstep,  # the caller's share steps in each call
+            limit_s=start_timeout,
+        )
         inline = layout.inline
         if layout.num_workers == 0:
             inproc, ranges = True, [(0, num_envs)]
@@ -153,6 +159,42 @@ def plan_layout(
         why = f"the {chosen} layout" + (", the caller stepping the first share" if inline else "")
         layout = Layout(n, per, float(spin), why=why, follow=follow, inline=inline)
     return Plan(ranges, cores, layout)
+
+
+def _inline_ranges(
+    num_envs: int, num_workers: Any, envs_per_worker: Optional[int], cpus: int
+) -> List[Tuple[int, int]]:
+    """The shares of ``inline=True``, the caller's first: ``num_workers``
+    worker processes beside it (default one per usable core but one, at
+    least one), or shares of ``envs_per_worker`` envs.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``num_workers`` not a positive int or None, or not the processes
+        that ``envs_per_worker`` leaves beside the caller's share.
+    """
+    from vecenv._pool import plan_workers
+
+    if num_workers is not None and (
+        not isinstance(num_workers, (int, np.integer)) or isinstance(num_workers, bool)
+    ):
+        raise InvalidArgumentError(
+            f"num_workers must be a positive int or None, got {num_workers!r}"
+        )
+    if num_workers is not None and envs_per_worker is not None:
+        need = -(-num_envs // envs_per_worker) - 1 if envs_per_worker >= 1 else None
+        if need is not None and num_workers != need:
+            raise InvalidArgumentError(
+                f"num_workers={num_workers} and envs_per_worker={envs_per_worker} do not fit "
+                f"num_envs={num_envs} with inline=True: {need + 1} shares of {envs_per_worker} "
+                f"envs are the caller's and num_workers={need} worker processes'; pass only "
+                "one of them"
+            )
+        return plan_workers(num_envs, None, envs_per_worker)
+    if num_workers is None and envs_per_worker is None:
+        return plan_workers(num_envs, max(2, cpus), None)
+    return plan_workers(num_envs, None if num_workers is None else num_workers + 1, envs_per_worker)
 
 
 def _check_inline(auto: bool, lockstep: bool, batch_size: Any, num_envs: int) -> None:

@@ -114,7 +114,9 @@ class _Resources:
         channels and release the shared block. Safe to call twice."""
         deadline = time.monotonic() + max(timeout, 0.0)
         ctrl = self.ctrl
-        for w, (chan, proc) in enumerate(zip(self.chans, self.procs)):
+        # Last to first: the caller's own share (worker 0, inline) closes its
+        # envs at once, while the worker processes close theirs.
+        for w, (chan, proc) in reversed(list(enumerate(zip(self.chans, self.procs)))):
             # A broken channel (an interrupted frame) cannot carry a close:
             # that worker is terminated below.
             if proc.exitcode is None and not chan.broken:
@@ -132,6 +134,9 @@ class _Resources:
                 except Exception:
                     pass
             live = [w for w, p in enumerate(self.procs) if p.exitcode is None]
+            live = [w for w in live if hasattr(self.procs[w], "sentinel")]  # not this process
+            if not live:
+                break
             mp_connection.wait(
                 [self.procs[w].sentinel for w in live] + [self.chans[w] for w in live],
                 timeout=min(0.05, max(0.0, deadline - time.monotonic())),
@@ -206,6 +211,8 @@ def _kill(proc) -> None:
     and left in the group, and its guard); not yet reaped, so its pid (the
     group's id) cannot have been reused."""
     pid = proc.pid
+    if pid == os.getpid():  # the caller's own share (inline): nothing to kill
+        return
     try:
         if pid is not None and proc.exitcode is None and os.getpgid(pid) == pid:
             os.killpg(pid, signal.SIGKILL)

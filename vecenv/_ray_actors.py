@@ -97,7 +97,7 @@ class _EnvActor:
                 "node_id": ctx.get_node_id(),
                 "node_ip": ray.util.get_node_ip_address(),
                 "pid": os.getpid(),
-                "worker_pids": [p.pid for p in venv._resources.procs],
+                "worker_pids": [p.pid for p in venv._resources.procs if p.pid != os.getpid()],
                 "num_envs": venv.num_envs,
                 "observation_space": venv.observation_space,
                 "action_space": venv.action_space,
@@ -415,7 +415,9 @@ class ActorPool:
                 )
             kw = dict(vec_kwargs)
             if "num_workers" not in kw and "envs_per_worker" not in kw:
-                kw["num_workers"] = max(1, int(o.get("num_cpus") or 1))
+                # The actor's CPUs; with inline=True the actor steps one share itself.
+                cpus = max(1, int(o.get("num_cpus") or 1))
+                kw["num_workers"] = cpus - 1 if kw.get("inline") else cpus
             kw["autoreset_mode"] = autoreset_mode
             res.actors.append(_RemoteEnvActor.options(**o).remote(env_fns[lo:hi], kw))
         refs = [actor.describe.remote() for actor in res.actors]

@@ -79,8 +79,8 @@ class Startup:
                 _log.warning(
                     "ShmemVecEnv: %d of %d workers ready after %.0f s (start method %r); "
                     "still starting: %s; start_timeout=%s s",
-                    n - len(pending),
-                    n,
+                    n - pool.first_process - len(pending),  # processes (inline: not the caller)
+                    n - pool.first_process,
                     now - start,
                     pool.ctx.get_start_method(),
                     "; ".join(f"worker {w} {self.starting(w)}" for w in sorted(pending)),
@@ -161,7 +161,8 @@ class Startup:
         first = next((pool.progress[w][0] for w in workers if w in pool.progress), None)
         envs = [i for w in workers for i in range(*pool.ranges[w])]
         return WatchdogTimeoutError(
-            f"ShmemVecEnv(): {len(workers)} of {pool.num_workers} workers did not start within "
+            f"ShmemVecEnv(): {len(workers)} of {pool.num_workers - pool.first_process} workers "
+            "did not start within "
             f"start_timeout={start_timeout} s (start method {method!r}): {where}. {cause}",
             env_indices=envs,
             env_index=first,

@@ -53,7 +53,8 @@ class Stats:
     worker_busy_s : tuple of float
         Per worker, seconds spent in its envs' steps and resets (with their
         copies into shared memory); with ``num_workers=0`` one entry, the
-        envs stepped inside the calls. Resets count from construction on.
+        envs stepped inside the calls; with ``inline=True`` entry 0 is the
+        caller's own share (also inside the calls). Resets count from construction on.
     in_process : bool
         The envs run in the calling process (``num_workers=0``).
     """

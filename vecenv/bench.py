@@ -13,7 +13,8 @@ imports the module that registers ``Id``), or ``module:factory`` /
 ``path/to/file.py:factory`` naming a callable that returns one env (a
 ``gymnasium.Env`` class works). Each contender is measured in turn, briefly
 (``--seconds`` each after ``--warmup``, about a second with its start-up):
-:class:`~vecenv.ShmemVecEnv` in process (``num_workers=0``), with each worker
+:class:`~vecenv.ShmemVecEnv` in process (``num_workers=0``), with the caller
+stepping one share beside a worker per other core (``inline=True``), with each worker
 layout of :func:`layout_candidates` (``num_workers`` from 1 to the usable
 cores, the envs spread evenly: ``envs_per_worker`` = ``ceil(num_envs /
 num_workers)``), with ``num_workers="auto"`` and with partial batches of half
@@ -120,10 +121,17 @@ class EnvFactory:
             importlib.import_module("vecenv.envs")
         return gymnasium.make(env_id, **self.kwargs)
 
-    def code(self, num_envs: int, num_workers: Any, batch_size: Optional[int] = None) -> str:
-        """The line of Python that builds this layout (``batch_size``: partial batches)."""
+    def code(
+        self,
+        num_envs: int,
+        num_workers: Any,
+        batch_size: Optional[int] = None,
+        inline: bool = False,
+    ) -> str:
+        """The line of Python that builds this layout (``batch_size``: partial
+        batches; ``inline``: the caller steps a share)."""
         kw = "".join(f", {k}={v!r}" for k, v in self.kwargs.items())
-        mode = f"num_workers={num_workers!r}"
+        mode = f"num_workers={num_workers!r}" + (", inline=True" if inline else "")
         if batch_size is not None:
             mode += f", batch_size={batch_size}"
         if self._factory is None:
@@ -267,12 +275,18 @@ def _timed_batches(venv, actions, seconds: float, warmup: float, policy) -> floa
 
 
 def _contenders(num_envs: int, cores: int, which: Sequence[str]):
-    """(name, label, options) in measuring order: vecenv in process, each
+    """(name, label, options) in measuring order: vecenv in process, the
+    caller's share beside a worker per other core (``inline=True``), each
     worker layout, ``num_workers="auto"``, partial batches of half the envs on
     the most workers and on one core fewer; then gymnasium's Sync and Async."""
     out: List[Any] = []
     if "vecenv" in which:
         out.append(("vecenv", "vecenv num_workers=0 (in process)", {"num_workers": 0}))
+        shares = min(num_envs, cores)
+        if shares >= 2:  # the caller steps one share, a worker per other core the rest
+            per = math.ceil(num_envs / shares)
+            label = f"vecenv num_workers={shares - 1}, inline=True ({per} env{'s' if per > 1 else ''} each)"
+            out.append(("vecenv", label, {"num_workers": shares - 1, "inline": True}))
         layouts = layout_candidates(num_envs, cores)
         for w in layouts:
             per = math.ceil(num_envs / w)
@@ -601,7 +615,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"\nOn this machine ({cores} usable cores), {args.env} x{args.num_envs}{in_loop}:")
 
     def code(options: Dict[str, Any]) -> str:
-        return env_fn.code(args.num_envs, options["num_workers"], options.get("batch_size"))
+        return env_fn.code(
+            args.num_envs,
+            options["num_workers"],
+            options.get("batch_size"),
+            bool(options.get("inline", False)),
+        )
 
     conclusion = recommend(results, code)
     for line in conclusion:
