@@ -268,7 +268,7 @@ def test_a_ctrl_c_inside_the_abandon_of_a_cut_round_leaves_reset_working():
 
 
 # ------------------------------------------------------------ lifecycle
-def test_close_closes_both_shares_and_leaks_nothing():
+def test_close_closes_both_shares_and_leaks_nothing(request):
     class Closing(PayloadEnv):
         def close(self):
             with open(self.path, "a") as f:
@@ -277,7 +277,9 @@ def test_close_closes_both_shares_and_leaks_nothing():
     me = psutil.Process()
     before = set(me.children())
     shm = {n for n in os.listdir("/dev/shm") if "vecenv" in n}
-    gc.collect()
+    gc.collect()  # earlier tests' garbage (and its files) first; none collected meanwhile
+    gc.disable()
+    request.addfinalizer(gc.enable)
     fds = len(os.listdir("/proc/self/fd"))
     path = f"/tmp/vecenv-inline-close-{os.getpid()}"
     if os.path.exists(path):

@@ -193,23 +193,30 @@ def test_close_unmaps_the_shared_block_while_the_vec_env_is_still_referenced(
 ):
     # A closed vec env kept by its caller (an SB3 model's .env, a sweep's list
     # of finished runs) must not keep its shared block mapped until garbage
-    # collection when no caller-held view exists (copy=True).
-    before = _memfd_mappings()
-    venv = vecenv.ShmemVecEnv(
-        [lambda: CounterEnv(0)] * 4, num_workers=num_workers, batch_size=batch_size
-    )
-    if batch_size is None:
-        venv.reset()
-        venv.step(np.zeros(4, dtype=np.int64))
-    else:
-        venv.reset()
-        _, _, _, _, ids = venv.recv()
-        venv.send(np.zeros(2, dtype=np.int64), ids)
-        venv.recv()
-    assert _memfd_mappings() > before
-    venv.close()
-    assert _memfd_mappings() == before
-    assert venv.closed
+    # collection when no caller-held view exists (copy=True). Earlier tests'
+    # garbage goes first, and no collection runs meanwhile: one that unmapped
+    # an older block between the counts made this test flaky (3.9 floor, CI).
+    gc.collect()
+    gc.disable()
+    try:
+        before = _memfd_mappings()
+        venv = vecenv.ShmemVecEnv(
+            [lambda: CounterEnv(0)] * 4, num_workers=num_workers, batch_size=batch_size
+        )
+        with venv:
+            if batch_size is None:
+                venv.reset()
+                venv.step(np.zeros(4, dtype=np.int64))
+            else:
+                venv.reset()
+                _, _, _, _, ids = venv.recv()
+                venv.send(np.zeros(2, dtype=np.int64), ids)
+                venv.recv()
+            assert _memfd_mappings() > before
+        assert _memfd_mappings() == before
+        assert venv.closed
+    finally:
+        gc.enable()
 
 
 def test_a_view_held_after_close_keeps_its_memory_readable():
