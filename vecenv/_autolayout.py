@@ -460,6 +460,38 @@ def _share(n: int, cores: int, busy_cores: float) -> float:
     return cores * n / (n + busy_cores)
 
 
+def _worker_overhead_us(obs_bytes: int, info_fraction: float, info_us: float) -> float:
+    """A worker's microseconds per env-step beyond ``env.step``: its
+    compiled round, the observation's write into the block, and its share
+    of pickling the infos (a round's as one list)."""
+    overhead_us = WORKER_ENV_US + COPY_WORKER_US_PER_BYTE * obs_bytes
+    return overhead_us + info_fraction * INFO_DUMPS_SHARE * INFO_BATCH_SHARE * info_us
+
+
+def _parent_us(
+    num_envs: int,
+    obs_bytes: int,
+    w: int,
+    per_worker: int,
+    pickled_envs: int,
+    info_fraction: float,
+    info_us: float,
+    msg_us: float,
+) -> float:
+    """The parent's microseconds of a batch: its compiled step and the copy
+    of every env's observation out of the block; with infos, ``msg_us`` for
+    each of ``w`` workers (``per_worker`` envs each) whose round has any, and
+    the loads of the infos of ``pickled_envs`` envs."""
+    parent_us = PARENT_BATCH_US + num_envs * (PARENT_ENV_US + COPY_PARENT_US_PER_BYTE * obs_bytes)
+    if info_fraction > 0:
+        any_info = 1.0 - (1.0 - info_fraction) ** per_worker  # a worker's round has an info
+        parent_us += w * any_info * msg_us
+        parent_us += (
+            pickled_envs * info_fraction * (1.0 - INFO_DUMPS_SHARE) * INFO_BATCH_SHARE * info_us
+        )
+    return parent_us
+
+
 def _workers_cost(
     step_us: float,
     obs_bytes: int,
@@ -481,18 +513,13 @@ def _workers_cost(
     parent receives one message from each worker that has any and unpickles
     them."""
     per_worker = math.ceil(num_envs / w)
-    overhead_us = WORKER_ENV_US + COPY_WORKER_US_PER_BYTE * obs_bytes
-    overhead_us += info_fraction * INFO_DUMPS_SHARE * INFO_BATCH_SHARE * info_us
+    overhead_us = _worker_overhead_us(obs_bytes, info_fraction, info_us)
     wall_us = per_worker * (step_us + overhead_us)
     cpu_us = num_envs * (step_us * cpu_fraction + overhead_us) / _share(w, cores, busy_cores)
     busy_us = max(wall_us, cpu_us)
-    parent_us = PARENT_BATCH_US + num_envs * (PARENT_ENV_US + COPY_PARENT_US_PER_BYTE * obs_bytes)
-    if info_fraction > 0:
-        any_info = 1.0 - (1.0 - info_fraction) ** per_worker  # a worker's round has an info
-        parent_us += w * any_info * INFO_MSG_US
-        parent_us += (
-            num_envs * info_fraction * (1.0 - INFO_DUMPS_SHARE) * INFO_BATCH_SHARE * info_us
-        )
+    parent_us = _parent_us(
+        num_envs, obs_bytes, w, per_worker, num_envs, info_fraction, info_us, INFO_MSG_US
+    )
     wake_us = WAKE_SPIN_US + WAKE_SPIN_PER_WORKER_US * (w - 1)
     if w + 1 + round(busy_cores) > cores:  # the parent polls on a core that a worker needs
         wake_us += SHARED_CORE_US * min(1.0, step_us / SHARED_CORE_STEP_US)
@@ -521,18 +548,15 @@ def _inline_cost(
     per = math.ceil(num_envs / (w + 1))
     rest = num_envs - per
     own_us = per * (step_us + INPROC_ENV_US + COPY_INPROC_US_PER_BYTE * obs_bytes)
-    overhead_us = WORKER_ENV_US + COPY_WORKER_US_PER_BYTE * obs_bytes
-    overhead_us += info_fraction * INFO_DUMPS_SHARE * INFO_BATCH_SHARE * info_us
+    overhead_us = _worker_overhead_us(obs_bytes, info_fraction, info_us)
     wake_us = INLINE_WAKE_US + WAKE_SPIN_PER_WORKER_US * (w - 1)
     wake_us += CONTENDED_WAKE_US * busy_cores * w + OVERSUBSCRIBED_US * max(0, w + 1 - cores)
     theirs_us = wake_us + per * (step_us + overhead_us)
     cpu_us = num_envs * (step_us * cpu_fraction + overhead_us) / _share(w + 1, cores, busy_cores)
     # The copy out of the block (copy=True) of every env, the caller's share too, after the wait.
-    parent_us = PARENT_BATCH_US + num_envs * (PARENT_ENV_US + COPY_PARENT_US_PER_BYTE * obs_bytes)
-    if info_fraction > 0:
-        any_info = 1.0 - (1.0 - info_fraction) ** per
-        parent_us += w * any_info * INLINE_INFO_MSG_US
-        parent_us += rest * info_fraction * (1.0 - INFO_DUMPS_SHARE) * INFO_BATCH_SHARE * info_us
+    parent_us = _parent_us(
+        num_envs, obs_bytes, w, per, rest, info_fraction, info_us, INLINE_INFO_MSG_US
+    )
     return parent_us + max(own_us, theirs_us, cpu_us), default_spin(w + 1, cores)
 
 

@@ -298,6 +298,11 @@ class InprocControl(_CONTROL):
     cut = False  # a round of this process's envs was interrupted
     hi: int  # this process steps envs [0, hi): all of them, or worker 0's (inline)
 
+    def bind(self, loop: Optional[InprocLoop], in_flight: np.ndarray, hi: int) -> None:
+        """Bind the loop that steps envs ``[0, hi)`` here and the collector's
+        in-flight marks (once attached)."""
+        self.loop, self.in_flight, self.hi = loop, in_flight, hi
+
     def dispatch_all(self, op: int) -> None:
         self.cut = True  # until the round ends: an interrupt leaves it set
         _DISPATCH_ALL(self, op)
@@ -469,9 +474,7 @@ class InprocPool:
 
     def control(self, ctrl: InprocControl, in_flight: np.ndarray) -> InprocControl:
         """``ctrl`` bound to the loop and to the collector's in-flight marks."""
-        ctrl.loop = None if self.chan is None else self.chan.loop
-        ctrl.in_flight = in_flight
-        ctrl.hi = self.ranges[0][1]
+        ctrl.bind(None if self.chan is None else self.chan.loop, in_flight, self.ranges[0][1])
         return ctrl
 
     # ------------------------------------------------------------ transport

@@ -418,9 +418,7 @@ class WorkerPool:
         bound to worker 0's loop and the collector's in-flight marks with
         ``inline``."""
         if self.inline:
-            ctrl.loop = self.inline_chan.loop
-            ctrl.in_flight = in_flight
-            ctrl.hi = self.ranges[0][1]
+            ctrl.bind(self.inline_chan.loop, in_flight, self.ranges[0][1])
         return ctrl
 
     def attach(self, segment: Any, layout: Any, ctrl: Any) -> None:
