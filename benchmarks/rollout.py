@@ -30,10 +30,16 @@ round) with their spread, and the 2-core bound measured in the same run::
 
 where the env CPU time is one raw env's (its wrappers included) in this
 process and the policy's is the forward pass, the sampling and the buffer
-write on a batch of num_envs observations. Per contender it also records the
-learner's time in the policy and in the vec env per batch step, and the
-parent's CPU time per batch step (a parent that spins shows CPU time beyond
-the policy's). A conclusion line per cell says which mode to use.
+write on a batch of num_envs observations. The bound treats the policy's time
+as if it were spread over the env-steps; it is not: a call has a fixed cost
+(on CartPole the MLP costs about as much at 16 envs as at 64). So each cell
+also gives what the two schedules reach with a vec env that costs nothing
+(:func:`schedule_limits`): lockstep, whose policy cannot overlap the envs,
+and halves, whose policy overlaps but runs twice on num_envs/2. Per
+contender it also records the learner's time in the policy and in the vec
+env per batch step, and the parent's CPU time per batch step (a parent that
+spins shows CPU time beyond the policy's). A conclusion line per cell says
+which mode to use.
 
 Usage::
 
@@ -622,6 +628,29 @@ def policy_alone(policy: Policy, obs_space, n: int, seconds: float) -> Tuple[flo
     return (time.perf_counter() - w0) / k, (time.process_time() - c0) / k
 
 
+def schedule_limits(
+    n: int, cores: int, env_cpu_s: float, full_wall_s: float, half_wall_s: float, half_cpu_s: float
+) -> Dict[str, float]:
+    """env-steps/s that each schedule of the loop reaches with a vec env that
+    costs nothing, from the times measured alone (seconds).
+
+    - ``lockstep``: the policy on all ``n`` observations (``full_wall_s``),
+      then the ``n`` env steps spread over the cores; nothing overlaps the
+      policy: ``n / (full_wall_s + n * env_cpu_s / min(cores, n))``.
+    - ``halves``: partial batches of ``n // 2`` (``recv``/``send``): the policy
+      runs twice (``half_wall_s``, ``half_cpu_s`` each) while the other half
+      steps, so the cores share all the CPU time, and the policy's two calls
+      run one after the other:
+      ``n / max((2 * half_cpu_s + n * env_cpu_s) / cores, 2 * half_wall_s)``.
+
+    Neither counts what sharing a core costs (caches, switches), so they are
+    limits, not predictions.
+    """
+    lockstep = n / (full_wall_s + n * env_cpu_s / max(1, min(cores, n)))
+    halves = n / max((2 * half_cpu_s + n * env_cpu_s) / max(1, cores), 2 * half_wall_s)
+    return {"lockstep": lockstep, "halves": halves}
+
+
 # --------------------------------------------------------------------- the command
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
@@ -694,7 +723,7 @@ def estimate_cell_s(args, key: str, n: int) -> float:
     update = 3.0 if key == "pong" else 1.3  # the excluded updates (Pong's CNN: seconds)
     per = args.warmup + args.rounds * args.seconds * update
     open_s = 0.5 + (0.05 * n if key == "cartpole" else 0.3 * n)  # one process per env for some
-    return len(args.contenders) * (per + open_s) + 2.0
+    return len(args.contenders) * (per + open_s) + 2.5
 
 
 def run_cell(args, key: str, n: int, cores: int, report: Dict[str, Any], missing: Dict[str, str]):
@@ -713,17 +742,27 @@ def run_cell(args, key: str, n: int, cores: int, report: Dict[str, Any], missing
     ctx = {**spec, "n": n, "seed": args.seed, "cores": cores}
     cell: Dict[str, Any] = {"env": spec["label"], "key": key, "num_envs": n, "contenders": {}}
     # The bound, measured first (nothing else open).
-    env_cpu = raw_env_cpu_s(spec["factory"], args.seed, 0.5 if not args.quick else 0.2)
-    pol = Policy(obs_space, act_space, n, args.seed)
-    pol_wall, pol_cpu = policy_alone(pol, obs_space, n, 0.5 if not args.quick else 0.2)
+    alone_s = 0.5 if not args.quick else 0.2  # each timing below
+    env_cpu = raw_env_cpu_s(spec["factory"], args.seed, alone_s)
+    pol_wall, pol_cpu = policy_alone(
+        Policy(obs_space, act_space, n, args.seed), obs_space, n, alone_s
+    )
+    half = max(1, n // 2)  # the batch of partial batches (the halves' limit)
+    half_wall, half_cpu = policy_alone(
+        Policy(obs_space, act_space, half, args.seed), obs_space, half, alone_s
+    )
     alone = n / pol_wall
     bound = min(alone, cores / (env_cpu + pol_cpu / n))
+    limits = schedule_limits(n, cores, env_cpu, pol_wall, half_wall, half_cpu)
     cell["bound"] = {
         "env_cpu_us_per_step": env_cpu * 1e6,
         "policy_us_per_batch_step": pol_wall * 1e6,
         "policy_cpu_us_per_env_step": pol_cpu / n * 1e6,
+        "policy_us_per_half_batch_step": half_wall * 1e6,
         "policy_alone_env_steps_per_s": alone,
         "bound_env_steps_per_s": bound,
+        "lockstep_limit_env_steps_per_s": limits["lockstep"],
+        "halves_limit_env_steps_per_s": limits["halves"],
         "cores": cores,
     }
     runs: Dict[str, Run] = {}
@@ -808,7 +847,14 @@ def summarize(cell: Dict[str, Any]) -> None:
         return
     best = max(ours, key=lambda k: ours[k]["env_steps_per_s"])
     b = ours[best]["env_steps_per_s"]
-    text = f"use {CONTENDERS[best][0]} ({fmt_rate(b)}, {b / bound:.2f} of the bound"
+    limit = max(
+        cell["bound"]["lockstep_limit_env_steps_per_s"],
+        cell["bound"]["halves_limit_env_steps_per_s"],
+    )
+    text = (
+        f"use {CONTENDERS[best][0]} ({fmt_rate(b)}, {b / bound:.2f} of the bound, "
+        f"{b / limit:.2f} of the better schedule's limit"
+    )
     if peers:
         p = max(peers, key=lambda k: peers[k]["env_steps_per_s"])
         text += f", {b / peers[p]['env_steps_per_s']:.2f}x {CONTENDERS[p][0]}"
@@ -830,6 +876,12 @@ def print_cell(cell: Dict[str, Any]) -> None:
         f"\n{cell['env']} x{cell['num_envs']}: 2-core bound {fmt_rate(b['bound_env_steps_per_s'])} "
         f"(policy alone {fmt_rate(b['policy_alone_env_steps_per_s'])}; per env-step: env CPU "
         f"{b['env_cpu_us_per_step']:.1f} us, policy CPU {b['policy_cpu_us_per_env_step']:.1f} us)"
+    )
+    print(
+        f"  with a vec env that costs nothing: lockstep {fmt_rate(b['lockstep_limit_env_steps_per_s'])} "
+        f"(the policy {b['policy_us_per_batch_step']:.0f} us a call on x{cell['num_envs']}), halves "
+        f"{fmt_rate(b['halves_limit_env_steps_per_s'])} ({b['policy_us_per_half_batch_step']:.0f} us a call "
+        f"on x{max(1, cell['num_envs'] // 2)})"
     )
     print(
         f"  {'contender':<38} {'env-steps/s':>11} {'spread':>15} {'of bound':>8}"
@@ -864,6 +916,8 @@ def main(argv=None) -> int:
             "loop": "CleanRL ppo.py rollout: buffer write, policy forward (torch, 1 thread), "
             f"sample, step, store; an update every {UPDATE_EVERY} batch steps, excluded",
             "bound": "min(policy alone, cores / (env CPU time + policy CPU time) per env-step)",
+            "schedule_limits": "lockstep: n / (policy wall on n + n * env CPU / cores); halves: "
+            "n / max((2 * policy CPU on n/2 + n * env CPU) / cores, 2 * policy wall on n/2)",
             "order": "interleaved rounds, order rotated each round",
             "vecenv": "copy=False (views into shared memory, copied into the rollout buffer)",
         },

@@ -60,6 +60,8 @@ def test_rollout_benchmark_quick_writes_valid_json(tmp_path):
     assert (cell["env"], cell["num_envs"]) == ("CartPole-v1", 8)
     bound = cell["bound"]
     assert bound["bound_env_steps_per_s"] <= bound["policy_alone_env_steps_per_s"]
+    assert bound["lockstep_limit_env_steps_per_s"] > 0 and bound["halves_limit_env_steps_per_s"] > 0
+    assert bound["policy_us_per_half_batch_step"] > 0
     assert {"vecenv", "gym_sync"} <= set(cell["contenders"])
     for c in cell["contenders"].values():
         (rnd,) = c["rounds"]  # --quick: one round
@@ -67,6 +69,42 @@ def test_rollout_benchmark_quick_writes_valid_json(tmp_path):
         assert c["env_steps_per_s"] == pytest.approx(rnd["env_steps"] / rnd["seconds"])
     assert cell["conclusion"].startswith("use vecenv")
     assert "conclusion: use vecenv" in r.stdout and "ETA" in r.stdout
+    assert "with a vec env that costs nothing: lockstep" in r.stdout
+
+
+def _rollout_module():
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(ROLLOUT.parent))  # rollout.py imports the suite package beside it
+    try:
+        spec = importlib.util.spec_from_file_location("rollout_under_test", ROLLOUT)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(ROLLOUT.parent))
+
+
+def test_schedule_limits_charge_the_policy_per_call():
+    limits = _rollout_module().schedule_limits
+    # CartPole x64 on the 2-core VM (2026-12-06): env 13.4 us a step; the
+    # policy 361 us a call on 64 observations and 373 us on 32.
+    got = limits(64, 2, 13.4e-6, 361e-6, 373e-6, 373e-6)
+    assert got["lockstep"] == pytest.approx(64 / (361e-6 + 32 * 13.4e-6))
+    assert got["halves"] == pytest.approx(64 / ((2 * 373e-6 + 64 * 13.4e-6) / 2))
+    bound = 2 / (13.4e-6 + 361e-6 / 64)  # the issue's bound: the policy spread per env-step
+    assert max(got.values()) < 0.8 * bound  # a fixed cost per call: 0.8 is out of reach
+    # A policy that costs per observation and nothing per call: halves reach the bound.
+    per_obs = 5e-6
+    got = limits(64, 2, 13.4e-6, 64 * per_obs, 32 * per_obs, 32 * per_obs)
+    assert got["halves"] == pytest.approx(2 / (13.4e-6 + per_obs))
+    assert got["lockstep"] < got["halves"]
+    # One core: lockstep's envs do not spread; the halves' policy calls in a row can bind.
+    got = limits(4, 1, 1e-3, 1e-3, 10e-3, 1e-4)
+    assert got["lockstep"] == pytest.approx(4 / (1e-3 + 4e-3))
+    assert got["halves"] == pytest.approx(4 / 20e-3)
 
 
 @pytest.mark.timeout(60)
