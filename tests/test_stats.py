@@ -103,3 +103,74 @@ def test_the_verdict_follows_the_shares_of_time(caller, in_call, busy, in_proces
     )
     assert s.verdict == verdict
     assert s.advice and verdict in str(s)
+
+
+RESET_S = 0.1  # the slow-reset env's reset: a sleep this long
+
+
+class _SlowResetEnv(NoopEnv):
+    """NoopEnv whose reset sleeps ``RESET_S`` (an Atari ROM, a level to load)."""
+
+    def reset(self, *, seed=None, options=None):
+        time.sleep(RESET_S)
+        return super().reset(seed=seed, options=options)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "layout", [{"num_workers": 0}, {"num_workers": 2}, {"num_workers": 1, "inline": True}]
+)
+def test_a_slow_reset_counts_inside_the_calls_as_in_the_workers(layout):
+    # Regression: the workers' time counted the reset's rounds and the parent's
+    # time inside the calls did not, so a short run after an expensive reset
+    # read several times more worker time per batch than the batches took
+    # (python -m vecenv.bench ALE/Pong-v5: 51806 us per batch of about 10 ms).
+    n, steps = 4, 5
+    with vecenv.ShmemVecEnv([_SlowResetEnv] * n, **layout) as venv:
+        venv.reset()
+        after_reset = venv.stats()
+        for _ in range(steps):
+            venv.step(np.zeros(n, np.int64))
+        s = venv.stats()
+    per_share = n // len(s.worker_busy_s)
+    assert after_reset.batches == 0 and after_reset.caller_s == 0.0
+    assert after_reset.in_call_s >= 0.95 * per_share * RESET_S
+    # In lockstep the envs step and reset only inside the calls.
+    for busy in (*after_reset.worker_busy_s, *s.worker_busy_s):
+        assert busy >= 0.95 * per_share * RESET_S
+    assert max(s.worker_busy_s) <= s.in_call_s + 1e-3
+    # The steps alone, the reset left out.
+    d = s.since(after_reset)
+    assert (d.batches, d.env_steps) == (steps, steps * n)
+    assert max(d.worker_busy_s) < RESET_S and d.in_call_s < RESET_S
+    assert d.caller_s == pytest.approx(s.caller_s)
+
+
+def _stats(batches, in_call, busy):
+    return vecenv.Stats(
+        batches=batches,
+        env_steps=4 * batches,
+        caller_s=0.5 * in_call,
+        in_call_s=in_call,
+        worker_busy_s=busy,
+        in_process=False,
+    )
+
+
+def test_since_takes_each_counter_s_difference_and_a_restart_counts_from_zero():
+    later, earlier = _stats(30, 3.0, (2.5, 0.25)), _stats(10, 1.0, (1.0, 0.75))
+    d = later.since(earlier)
+    assert (d.batches, d.env_steps) == (20, 80)
+    assert d.in_call_s == pytest.approx(2.0) and d.caller_s == pytest.approx(1.0)
+    # Worker 1's counter went down: it was started again, and counts from 0.
+    assert d.worker_busy_s == pytest.approx((1.5, 0.25))
+
+
+def test_since_refuses_a_later_snapshot_another_vec_env_or_not_stats():
+    a, b = _stats(10, 1.0, (1.0, 1.0)), _stats(20, 2.0, (2.0, 2.0))
+    with pytest.raises(vecenv.errors.InvalidArgumentError, match=r"later\.since"):
+        a.since(b)
+    with pytest.raises(vecenv.errors.InvalidArgumentError, match="same vec env"):
+        b.since(_stats(10, 1.0, (1.0,)))
+    with pytest.raises(vecenv.errors.InvalidArgumentError, match="must be a Stats"):
+        b.since(None)  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ from typing import Any, Sequence, Tuple
 import numpy as np
 
 from vecenv._protocol import Region, SlotWord
+from vecenv.errors import InvalidArgumentError
 
 
 def busy_view(block, first: int, count: int) -> np.ndarray:
@@ -48,13 +49,15 @@ class Stats:
         its learner, its logging): the time from one call's return to the next
         call. Time after a ``reset`` is not counted until the first step.
     in_call_s : float
-        Seconds spent inside the step calls: waiting for the workers, plus the
-        parent's own work (actions, dispatch, collecting, copies).
+        Seconds spent inside the step and reset calls: waiting for the
+        workers, plus the parent's own work (actions, dispatch, collecting,
+        copies). Resets count on both sides: here and in ``worker_busy_s``.
     worker_busy_s : tuple of float
         Per worker, seconds spent in its envs' steps and resets (with their
         copies into shared memory); with ``num_workers=0`` one entry, the
         envs stepped inside the calls; with ``inline=True`` entry 0 is the
-        caller's own share (also inside the calls). Resets count from construction on.
+        caller's own share (also inside the calls). Resets count from construction
+        on; :meth:`since` leaves out what came before a later snapshot.
     in_process : bool
         The envs run in the calling process (``num_workers=0``).
     """
@@ -65,6 +68,43 @@ class Stats:
     in_call_s: float
     worker_busy_s: Tuple[float, ...]
     in_process: bool
+
+    def since(self, earlier: Stats) -> Stats:
+        """What went between ``earlier`` (a ``stats()`` of the same vec env,
+        taken before) and this snapshot: each counter's difference. Take one
+        after a warm-up, or after the first reset, to judge the steady state.
+        A worker started again in between counts from its restart.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``earlier`` is not a :class:`Stats`, has another number of
+            workers, or counts more batches than this one (it came later).
+        """
+        if not isinstance(earlier, Stats):
+            raise InvalidArgumentError(f"earlier must be a Stats, got {type(earlier).__name__}")
+        if len(earlier.worker_busy_s) != len(self.worker_busy_s):
+            raise InvalidArgumentError(
+                f"earlier has {len(earlier.worker_busy_s)} workers' times, this snapshot "
+                f"{len(self.worker_busy_s)}: both must come from the same vec env"
+            )
+        if earlier.batches > self.batches or earlier.in_call_s > self.in_call_s:
+            raise InvalidArgumentError(
+                f"earlier counts {earlier.batches} batches, this snapshot {self.batches}: "
+                "call later.since(earlier), the earlier snapshot as the argument"
+            )
+        return Stats(
+            batches=self.batches - earlier.batches,
+            env_steps=self.env_steps - earlier.env_steps,
+            caller_s=self.caller_s - earlier.caller_s,
+            in_call_s=self.in_call_s - earlier.in_call_s,
+            # A restarted worker's counter starts again from 0.
+            worker_busy_s=tuple(
+                now - before if now >= before else now
+                for now, before in zip(self.worker_busy_s, earlier.worker_busy_s)
+            ),
+            in_process=self.in_process,
+        )
 
     @property
     def verdict(self) -> str:

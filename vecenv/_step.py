@@ -292,7 +292,12 @@ class Steps:
         vec env needed a reset (actions an interrupted post left with
         workers that a subset reset does not reach are dropped)."""
         col, pool, recovery = self.col, self.col.pool, self.recovery
-        self.clock.pause()  # the time until the next step is not the caller's
+        # The reset's own time is inside the calls, as its rounds are in the
+        # workers' busy time (stats()); the time before it and until the next
+        # step is not the caller's.
+        clock = self.clock
+        clock.pause()
+        clock.enter()
         recovery.reset_restarts = set()  # a worker may be restarted once per reset
         try:
             for w in pool.broken_workers():  # a new pipe and a new worker: exact
@@ -319,6 +324,9 @@ class Steps:
         except BaseException:
             recovery.reset_restarts = None
             raise
+        finally:
+            clock.leave(0)
+            clock.pause()
         if self.batch_size < self.num_envs:
             recovery.reset_restarts = None  # recv() collects the resets like steps
 
@@ -327,6 +335,7 @@ class Steps:
         observation; ``reset_infos`` gets one dict per env ({} for envs not
         reset). A worker that dies meanwhile is started again (once per reset)."""
         col, recovery = self.col, self.recovery
+        self.clock.enter()  # after start_reset's pause: no caller time before it
         try:
             ids = np.flatnonzero(col.in_flight)
             n = len(ids)
@@ -350,6 +359,9 @@ class Steps:
         except BaseException:
             recovery.reset_restarts = None
             raise
+        finally:
+            self.clock.leave(0)
+            self.clock.pause()
         recovery.reset_restarts = None
         col.reset_infos = infos
         col.pending_kwargs = {}

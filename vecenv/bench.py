@@ -218,6 +218,10 @@ def busy_policy(microseconds: float) -> Callable[[Any], None]:
     return policy
 
 
+def _nothing() -> None:
+    """The default ``on_timing``: nothing to do when the timing starts."""
+
+
 def _no_policy(obs) -> None:
     return None
 
@@ -228,9 +232,11 @@ def _timed_steps(
     seconds: float,
     warmup: float,
     policy: Callable[[Any], Any] = _no_policy,
+    on_timing: Callable[[], Any] = _nothing,
 ) -> float:
     """Env-steps/s of ``policy(step(actions[i])[0])`` over ``seconds`` after
-    ``warmup`` seconds: the policy's time is in the loop, as in training."""
+    ``warmup`` seconds: the policy's time is in the loop, as in training.
+    ``on_timing()`` is called once, when the timed part starts."""
     n = len(actions[0])
     perf = time.perf_counter
     end = perf() + warmup
@@ -240,6 +246,7 @@ def _timed_steps(
         i += 1
         if perf() >= end and i >= 3:
             break
+    on_timing()
     calls = 0
     t0 = perf()
     end = t0 + seconds
@@ -252,9 +259,12 @@ def _timed_steps(
     return calls * n / (t - t0)
 
 
-def _timed_batches(venv, actions, seconds: float, warmup: float, policy) -> float:
+def _timed_batches(
+    venv, actions, seconds: float, warmup: float, policy, on_timing: Callable[[], Any] = _nothing
+) -> float:
     """Env-steps/s of a partial-batch loop (``recv``, the policy, ``send``):
-    the policy runs on one batch while the other envs step."""
+    the policy runs on one batch while the other envs step. ``on_timing()``
+    is called once, when the timed part starts."""
     k = venv.batch_size
     perf = time.perf_counter
     venv.reset()
@@ -267,7 +277,8 @@ def _timed_batches(venv, actions, seconds: float, warmup: float, policy) -> floa
         i += 1
         t = perf()
         if not timing and t - t0 >= warmup and i >= 3:
-            timing, steps, t0 = True, 0, t
+            on_timing()
+            timing, steps, t0 = True, 0, perf()
         elif timing:
             steps += k
             if t - t0 >= seconds:
@@ -316,12 +327,18 @@ def _measure_one(name, options, env_fn, num_envs, actions, seconds, warmup, seed
 
         with ShmemVecEnv([env_fn] * num_envs, **options) as venv:
             venv.seed(seed)
+            # Where the timed part's time went: the reset and the warm-up left out.
+            start: List[Any] = []
+
+            def snapshot() -> None:
+                start.append(venv.stats())
+
             if venv.batch_size < num_envs:
-                rate = _timed_batches(venv, actions, seconds, warmup, policy)
+                rate = _timed_batches(venv, actions, seconds, warmup, policy, snapshot)
             else:
                 venv.reset()
-                rate = _timed_steps(venv.step, actions, seconds, warmup, policy)
-            return rate, str(venv.stats())
+                rate = _timed_steps(venv.step, actions, seconds, warmup, policy, snapshot)
+            return rate, str(venv.stats().since(start[0]))
     from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
     cls = SyncVectorEnv if name == GYM_SYNC else AsyncVectorEnv
