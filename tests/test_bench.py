@@ -175,6 +175,27 @@ def test_recommend_names_the_mode_its_verdict_and_when_in_process_is_as_fast():
     assert bench.recommend(failed) == ["nothing could be measured: see the errors above"]
 
 
+def test_recommend_says_when_the_partial_batches_a_policy_bound_verdict_advises_were_slower():
+    def run(lockstep_rate, partial_rate, verdict):
+        lock = bench.Result("vecenv", "vecenv num_workers=1", {"num_workers": 1}, lockstep_rate)
+        lock.stats = f"{verdict}: per batch, ...; overlap them with partial batches"
+        part = bench.Result(
+            "vecenv", "vecenv num_workers=1, batch_size=8", {"num_workers": 1, "batch_size": 8},
+            partial_rate, stats="env-bound: ...",
+        )  # fmt: skip
+        return bench.recommend([lock, part])
+
+    lines = run(1700.0, 1500.0, "policy-bound")
+    assert lines[0] == "fastest: vecenv num_workers=1, 1.7k env-steps/s"
+    assert lines[-1] == (
+        "  partial batches were measured here too and were slower (1.5k env-steps/s, 0.88x): "
+        "keep lockstep on this machine"
+    )
+    # Not said when they were faster (they are the mode to use), or for another verdict.
+    assert not any("were slower" in ln for ln in run(1500.0, 1700.0, "policy-bound"))
+    assert not any("were slower" in ln for ln in run(1700.0, 1500.0, "env-bound"))
+
+
 def test_console_script_is_installed():
     script = pathlib.Path(sys.executable).parent / "vecenv-bench"
     if not script.exists():

@@ -460,8 +460,9 @@ def recommend(
 
     Names the fastest contender, the vecenv mode to use (with
     ``code(options)``, the line that builds it, when given) and where its
-    time went (its verdict), and whether gymnasium's in-process
-    SyncVectorEnv is as fast or faster (within 5%).
+    time went (its verdict; when it reads policy-bound, whether the partial
+    batches it advises were measured slower), and whether gymnasium's
+    in-process SyncVectorEnv is as fast or faster (within 5%).
     """
     ok = [r for r in results if r.env_steps_per_s]
     if not ok:
@@ -480,6 +481,15 @@ def recommend(
             lines.append(f"  {code(v.options)}")
         if v.stats:
             lines.append(f"  where its time went: {v.stats}")
+        partial = [r for r in ours if "batch_size" in r.options]
+        if v.stats and v.stats.startswith("policy-bound") and partial and v not in partial:
+            # The verdict's advice is general; this run measured it.
+            p = max(partial, key=_rate)
+            lines.append(
+                f"  partial batches were measured here too and were slower "
+                f"({fmt_rate(p.env_steps_per_s)} env-steps/s, {_rate(p) / _rate(v):.2f}x): "
+                "keep lockstep on this machine"
+            )
         if sync is not None:
             ratio = _rate(sync) / _rate(v)
             if ratio >= AS_FAST:
