@@ -157,13 +157,14 @@ def _stats(batches, in_call, busy):
     )
 
 
-def test_since_takes_each_counter_s_difference_and_a_restart_counts_from_zero():
-    later, earlier = _stats(30, 3.0, (2.5, 0.25)), _stats(10, 1.0, (1.0, 0.75))
+def test_since_takes_each_counter_s_difference_and_judges_only_that():
+    # A reset that kept the workers busy, then steps that mostly wait on wake-ups.
+    earlier, later = _stats(1, 1.0, (1.0, 0.9)), _stats(30, 3.0, (2.2, 2.0))
     d = later.since(earlier)
-    assert (d.batches, d.env_steps) == (20, 80)
+    assert (d.batches, d.env_steps) == (29, 116)
     assert d.in_call_s == pytest.approx(2.0) and d.caller_s == pytest.approx(1.0)
-    # Worker 1's counter went down: it was started again, and counts from 0.
-    assert d.worker_busy_s == pytest.approx((1.5, 0.25))
+    assert d.worker_busy_s == pytest.approx((1.2, 1.1)) and not d.in_process
+    assert later.verdict == "env-bound" and d.verdict == "overhead-bound"
 
 
 def test_since_refuses_a_later_snapshot_another_vec_env_or_not_stats():

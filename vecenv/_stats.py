@@ -73,7 +73,7 @@ class Stats:
         """What went between ``earlier`` (a ``stats()`` of the same vec env,
         taken before) and this snapshot: each counter's difference. Take one
         after a warm-up, or after the first reset, to judge the steady state.
-        A worker started again in between counts from its restart.
+        Every counter only grows (a restarted worker adds to its slot's).
 
         Raises
         ------
@@ -98,10 +98,8 @@ class Stats:
             env_steps=self.env_steps - earlier.env_steps,
             caller_s=self.caller_s - earlier.caller_s,
             in_call_s=self.in_call_s - earlier.in_call_s,
-            # A restarted worker's counter starts again from 0.
             worker_busy_s=tuple(
-                now - before if now >= before else now
-                for now, before in zip(self.worker_busy_s, earlier.worker_busy_s)
+                now - before for now, before in zip(self.worker_busy_s, earlier.worker_busy_s)
             ),
             in_process=self.in_process,
         )
