@@ -24,7 +24,8 @@ worker, workers pinned (``cpu_affinity=True``), partial batches with
 ``spin=0``. The peers that are not installed are skipped with a note.
 
 Each cell reports the median env-steps/s of its rounds (the order rotates each
-round) with their spread, and the 2-core bound measured in the same run::
+round) with their spread, and the 2-core bound measured in every round, just
+before that round's contenders::
 
     bound = min(policy alone, cores / (env CPU time + policy CPU time) per env-step)
 
@@ -35,7 +36,11 @@ as if it were spread over the env-steps; it is not: a call has a fixed cost
 (on CartPole the MLP costs about as much at 16 envs as at 64). So each cell
 also gives what the two schedules reach with a vec env that costs nothing
 (:func:`schedule_limits`): lockstep, whose policy cannot overlap the envs,
-and halves, whose policy overlaps but runs twice on num_envs/2. Per
+and halves, whose policy overlaps but runs twice on num_envs/2. A
+contender's fraction of the bound is the median over the rounds of its rate
+over the bound of the same round: on a shared machine whose speed moves by
+tens of percent within minutes, a bound timed once, at the start, set the
+rounds against a faster or slower moment than their own. Per
 contender it also records the learner's time in the policy and in the vec
 env per batch step, and the parent's CPU time per batch step (a parent that
 spins shows CPU time beyond the policy's). A conclusion line per cell says
@@ -63,7 +68,7 @@ import time
 import traceback
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -503,6 +508,7 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
         True,
     ),
 }
+BOUND_S = {False: 0.3, True: 0.1}  # seconds of each of the bound's 3 timings a round (--quick)
 PEERS_PYTHON = ("gym_sync", "gym_async", "sb3", "pufferlib")  # Python envs, as vecenv's
 QUICK_CONTENDERS = ["gym_sync", "vecenv", "vecenv_inprocess", "vecenv_async"]
 
@@ -719,11 +725,11 @@ def fmt_duration(s: float) -> str:
 
 def estimate_cell_s(args, key: str, n: int) -> float:
     """Seconds for one cell: warm-up and rounds per contender, opening (Pong
-    and one process per env cost more), the bound's timings."""
+    and one process per env cost more), the bound's timings in every round."""
     update = 3.0 if key == "pong" else 1.3  # the excluded updates (Pong's CNN: seconds)
     per = args.warmup + args.rounds * args.seconds * update
     open_s = 0.5 + (0.05 * n if key == "cartpole" else 0.3 * n)  # one process per env for some
-    return len(args.contenders) * (per + open_s) + 2.5
+    return len(args.contenders) * (per + open_s) + 1.0 + args.rounds * 3 * BOUND_S[args.quick]
 
 
 def run_cell(args, key: str, n: int, cores: int, report: Dict[str, Any], missing: Dict[str, str]):
@@ -741,30 +747,13 @@ def run_cell(args, key: str, n: int, cores: int, report: Dict[str, Any], missing
     probe.close()
     ctx = {**spec, "n": n, "seed": args.seed, "cores": cores}
     cell: Dict[str, Any] = {"env": spec["label"], "key": key, "num_envs": n, "contenders": {}}
-    # The bound, measured first (nothing else open).
-    alone_s = 0.5 if not args.quick else 0.2  # each timing below
-    env_cpu = raw_env_cpu_s(spec["factory"], args.seed, alone_s)
-    pol_wall, pol_cpu = policy_alone(
-        Policy(obs_space, act_space, n, args.seed), obs_space, n, alone_s
-    )
     half = max(1, n // 2)  # the batch of partial batches (the halves' limit)
-    half_wall, half_cpu = policy_alone(
-        Policy(obs_space, act_space, half, args.seed), obs_space, half, alone_s
+    policies = (
+        Policy(obs_space, act_space, n, args.seed),
+        Policy(obs_space, act_space, half, args.seed),
     )
-    alone = n / pol_wall
-    bound = min(alone, cores / (env_cpu + pol_cpu / n))
-    limits = schedule_limits(n, cores, env_cpu, pol_wall, half_wall, half_cpu)
-    cell["bound"] = {
-        "env_cpu_us_per_step": env_cpu * 1e6,
-        "policy_us_per_batch_step": pol_wall * 1e6,
-        "policy_cpu_us_per_env_step": pol_cpu / n * 1e6,
-        "policy_us_per_half_batch_step": half_wall * 1e6,
-        "policy_alone_env_steps_per_s": alone,
-        "bound_env_steps_per_s": bound,
-        "lockstep_limit_env_steps_per_s": limits["lockstep"],
-        "halves_limit_env_steps_per_s": limits["halves"],
-        "cores": cores,
-    }
+    alone_s = BOUND_S[args.quick]  # each timing of the bound, every round
+    bounds: List[Dict[str, float]] = []
     runs: Dict[str, Run] = {}
     try:
         for name in args.contenders:
@@ -798,11 +787,15 @@ def run_cell(args, key: str, n: int, cores: int, report: Dict[str, Any], missing
                 continue
             cell["contenders"][name] = {"label": label_c, "layout": venv.layout, "rounds": []}
         for r in range(args.rounds):
+            # The bound first, while every open contender idles.
+            bounds.append(
+                measure_bound(spec["factory"], obs_space, policies, cores, args.seed, alone_s)
+            )
             names = list(runs)
             k = r % max(1, len(names))
             for name in names[k:] + names[:k]:
                 try:
-                    res = runs[name].go(args.seconds)
+                    res = {**runs[name].go(args.seconds), "round": r}
                 except Exception as exc:
                     runs.pop(name).close()
                     report["skipped"].append(
@@ -817,13 +810,60 @@ def run_cell(args, key: str, n: int, cores: int, report: Dict[str, Any], missing
                 run.close()
             except Exception:
                 pass
+    cell["bound"] = {  # --rounds >= 1: every cell has a bound
+        **{k: statistics.median(b[k] for b in bounds) for k in bounds[0]},
+        "cores": cores,
+        "rounds": bounds,
+    }
     summarize(cell)
     report["cells"].append(cell)
 
 
+def measure_bound(
+    factory, obs_space, policies, cores: int, seed: int, seconds: float
+) -> Dict[str, float]:
+    """The bound and the schedule limits of one moment: one raw env's CPU time
+    per step, then the policy alone on ``policies`` (num_envs observations,
+    then num_envs/2), ``seconds`` each."""
+    full, half = policies
+    env_cpu = raw_env_cpu_s(factory, seed, seconds)
+    n = full.num_envs
+    pol_wall, pol_cpu = policy_alone(full, obs_space, n, seconds)
+    half_wall, half_cpu = policy_alone(half, obs_space, half.num_envs, seconds)
+    alone = n / pol_wall
+    limits = schedule_limits(n, cores, env_cpu, pol_wall, half_wall, half_cpu)
+    return {
+        "env_cpu_us_per_step": env_cpu * 1e6,
+        "policy_us_per_batch_step": pol_wall * 1e6,
+        "policy_cpu_us_per_env_step": pol_cpu / n * 1e6,
+        "policy_us_per_half_batch_step": half_wall * 1e6,
+        "policy_alone_env_steps_per_s": alone,
+        "bound_env_steps_per_s": min(alone, cores / (env_cpu + pol_cpu / n)),
+        "lockstep_limit_env_steps_per_s": limits["lockstep"],
+        "halves_limit_env_steps_per_s": limits["halves"],
+    }
+
+
+def _paired(rounds: List[Dict[str, Any]], bounds: List[Dict[str, float]], key: str) -> float:
+    """Median over ``rounds`` of a round's env-steps/s over ``key`` of the
+    bound measured in the same round."""
+    return statistics.median(
+        x["env_steps"] / x["seconds"] / bounds[x["round"]][key] for x in rounds
+    )
+
+
+def _limit_key(bound: Dict[str, Any]) -> str:
+    """The better schedule's limit (medians over the rounds)."""
+    lock, halves = "lockstep_limit_env_steps_per_s", "halves_limit_env_steps_per_s"
+    return lock if bound[lock] >= bound[halves] else halves
+
+
 def summarize(cell: Dict[str, Any]) -> None:
-    """Median env-steps/s and spread per contender, ratios, the conclusion."""
-    bound = cell["bound"]["bound_env_steps_per_s"]
+    """Median env-steps/s and spread per contender, the fractions of the
+    bound and of the better schedule's limit (paired by round), ratios, the
+    conclusion."""
+    bounds = cell["bound"]["rounds"]
+    limit_key = _limit_key(cell["bound"])
     for c in cell["contenders"].values():
         rounds = c["rounds"]
         if not rounds:
@@ -831,7 +871,8 @@ def summarize(cell: Dict[str, Any]) -> None:
         rates = [x["env_steps"] / x["seconds"] for x in rounds]
         c["env_steps_per_s"] = statistics.median(rates)
         c["spread"] = [min(rates), max(rates)]
-        c["of_bound"] = c["env_steps_per_s"] / bound
+        c["of_bound"] = _paired(rounds, bounds, "bound_env_steps_per_s")
+        c["of_limit"] = _paired(rounds, bounds, limit_key)
         batches = sum(x["batches"] for x in rounds) or 1
         c["per_batch_step_us"] = {
             "policy": sum(x["policy_s"] for x in rounds) / batches * 1e6,
@@ -847,13 +888,9 @@ def summarize(cell: Dict[str, Any]) -> None:
         return
     best = max(ours, key=lambda k: ours[k]["env_steps_per_s"])
     b = ours[best]["env_steps_per_s"]
-    limit = max(
-        cell["bound"]["lockstep_limit_env_steps_per_s"],
-        cell["bound"]["halves_limit_env_steps_per_s"],
-    )
     text = (
-        f"use {CONTENDERS[best][0]} ({fmt_rate(b)}, {b / bound:.2f} of the bound, "
-        f"{b / limit:.2f} of the better schedule's limit"
+        f"use {CONTENDERS[best][0]} ({fmt_rate(b)}, {ours[best]['of_bound']:.2f} of the bound, "
+        f"{ours[best]['of_limit']:.2f} of the better schedule's limit"
     )
     if peers:
         p = max(peers, key=lambda k: peers[k]["env_steps_per_s"])
@@ -872,8 +909,14 @@ def summarize(cell: Dict[str, Any]) -> None:
 
 def print_cell(cell: Dict[str, Any]) -> None:
     b = cell["bound"]
+    per_round = [x["bound_env_steps_per_s"] for x in b.get("rounds", [])]
+    moved = (
+        f", {fmt_rate(min(per_round))}-{fmt_rate(max(per_round))} over the rounds"
+        if len(per_round) > 1
+        else ""
+    )
     print(
-        f"\n{cell['env']} x{cell['num_envs']}: 2-core bound {fmt_rate(b['bound_env_steps_per_s'])} "
+        f"\n{cell['env']} x{cell['num_envs']}: 2-core bound {fmt_rate(b['bound_env_steps_per_s'])}{moved} "
         f"(policy alone {fmt_rate(b['policy_alone_env_steps_per_s'])}; per env-step: env CPU "
         f"{b['env_cpu_us_per_step']:.1f} us, policy CPU {b['policy_cpu_us_per_env_step']:.1f} us)"
     )

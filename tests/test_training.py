@@ -62,11 +62,14 @@ def test_rollout_benchmark_quick_writes_valid_json(tmp_path):
     assert bound["bound_env_steps_per_s"] <= bound["policy_alone_env_steps_per_s"]
     assert bound["lockstep_limit_env_steps_per_s"] > 0 and bound["halves_limit_env_steps_per_s"] > 0
     assert bound["policy_us_per_half_batch_step"] > 0
+    (timed,) = bound["rounds"]  # the bound is timed in every round
+    assert timed["bound_env_steps_per_s"] == bound["bound_env_steps_per_s"]
     assert {"vecenv", "gym_sync"} <= set(cell["contenders"])
     for c in cell["contenders"].values():
         (rnd,) = c["rounds"]  # --quick: one round
-        assert rnd["env_steps"] > 0 and rnd["seconds"] > 0
+        assert rnd["env_steps"] > 0 and rnd["seconds"] > 0 and rnd["round"] == 0
         assert c["env_steps_per_s"] == pytest.approx(rnd["env_steps"] / rnd["seconds"])
+        assert c["of_bound"] == pytest.approx(c["env_steps_per_s"] / timed["bound_env_steps_per_s"])
     assert cell["conclusion"].startswith("use vecenv")
     assert "conclusion: use vecenv" in r.stdout and "ETA" in r.stdout
     assert "with a vec env that costs nothing: lockstep" in r.stdout
@@ -85,6 +88,37 @@ def _rollout_module():
         return mod
     finally:
         sys.path.remove(str(ROLLOUT.parent))
+
+
+def test_rollout_fractions_of_the_bound_pair_each_round_with_its_own_bound():
+    rollout = _rollout_module()
+
+    def bound(rate):  # a round's bound; its lockstep limit is the better one
+        return {
+            "bound_env_steps_per_s": rate,
+            "lockstep_limit_env_steps_per_s": rate / 2,
+            "halves_limit_env_steps_per_s": rate / 4,
+        }
+
+    # The machine ran at 1x, 2x and 4x speed in the three rounds.
+    bounds = [bound(100.0), bound(200.0), bound(400.0)]
+    timing = {"batches": 1, "policy_s": 0.0, "env_s": 0.0, "parent_cpu_s": 0.0}
+    rounds = [
+        {"round": r, "env_steps": steps, "seconds": 1.0, **timing}
+        for r, steps in enumerate([90, 100, 380])
+    ]
+    cell = {
+        "bound": {**bound(200.0), "rounds": bounds},
+        "contenders": {"vecenv": {"label": "vecenv", "rounds": rounds}},
+    }
+    rollout.summarize(cell)
+    got = cell["contenders"]["vecenv"]
+    assert got["env_steps_per_s"] == 100
+    # 0.9, 0.5 and 0.95 of their own rounds' bounds; the ratio of the medians
+    # (100 / 200) would read 0.5.
+    assert got["of_bound"] == pytest.approx(0.9)
+    assert got["of_limit"] == pytest.approx(1.8)
+    assert "0.90 of the bound, 1.80 of the better schedule's limit" in cell["conclusion"]
 
 
 def test_schedule_limits_charge_the_policy_per_call():
