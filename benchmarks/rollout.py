@@ -78,6 +78,7 @@ if str(HERE) not in sys.path:  # the suite package (not there under python -P)
 from suite.command import fill_defaults, parse_cells  # noqa: E402
 from suite.envs import make_env  # noqa: E402
 from suite.machine import load_average, report_header  # noqa: E402
+from suite.measure import quiet  # noqa: E402
 
 from vecenv._cpus import usable_cpus  # noqa: E402
 
@@ -997,6 +998,16 @@ def main(argv=None) -> int:
     for s in report["skipped"]:
         where = s.get("cell", "every cell")
         print(f"skipped {s.get('contender', '')} ({where}): {s['reason']}")
+    report["quiet"] = quiet(
+        {
+            f"{c['env']} x{c['num_envs']}": [
+                b["bound_env_steps_per_s"] for b in c["bound"]["rounds"]
+            ]
+            for c in report["cells"]
+        }
+    )
+    if report["quiet"]["note"]:
+        print(f"note: {report['quiet']['note']}")
     report["machine"]["load_average_end"] = load_average()
     report["elapsed_s"] = round(time.time() - started, 1)
     report["estimated_s"] = round(sum(plan), 1)

@@ -133,6 +133,8 @@ def test_quick_run_writes_report(tmp_path, suite):
     assert len(report["targets"]) == len(suite.targets.TARGETS)
     md = out.with_suffix(".md").read_text()
     assert "| vecenv | " in md and "## Targets (issue 16)" in md
+    # One round: nothing to say whether the machine held still.
+    assert report["quiet"]["quiet"] is None and "quiet" not in md
 
     if importlib.util.find_spec("matplotlib") is not None:
         assert out.with_suffix(".png").stat().st_size > 0
@@ -510,6 +512,14 @@ def test_markdown_summary_has_the_tables_and_the_targets(suite):
     assert "| noop x16 | 1 x 16 | 0.3 | because |" in md
     assert "| noop x16: best vecenv / gym_sync >= 2x | 2.16x | pass | vecenv_auto |" in md
     assert "| bigobs x16: best vecenv / gym_sync >= 1.5x | - | missing |  |" in md
+    report["quiet"] = suite.measure.quiet({"noop x16": [1.0, 1.01]})
+    assert "A quiet run: every raw env within ±5% over its rounds." in (
+        suite.report.markdown_summary(report)
+    )
+    report["quiet"] = suite.measure.quiet({"noop x16": [1.0, 2.0]})
+    assert "Note: not a quiet run: the machine's speed moved between rounds (at noop x16" in (
+        suite.report.markdown_summary(report)
+    )
 
 
 def test_large_sizes_skip_the_process_per_env_peers(suite):
@@ -529,6 +539,24 @@ def test_vecenv_best_tries_every_count_the_auto_model_may_choose(suite):
         most = _autolayout.candidate_workers(n, cores, cpu_fraction=0.0)[-1]
         got = suite.contenders.best_layout_candidates(n, cores)
         assert got[0] == 1 and got[-1] == most and cores in got
+
+
+def test_a_run_is_quiet_only_when_every_cells_reference_held_still(suite):
+    quiet = suite.measure.quiet
+    limit = suite.measure.QUIET_SPREAD_PCT
+    # One round says nothing about the machine.
+    assert quiet({"noop x2": [100.0]})["quiet"] is None
+    assert quiet({})["note"] is None
+    calm = quiet({"a x16": [100.0, 104.0, 98.0], "b x16": [50.0, 51.0]})
+    assert calm["quiet"] is True and calm["note"] is None and calm["cell"] == "a x16"
+    assert calm["spread_pct"] == pytest.approx(3.0) and calm["threshold_pct"] == limit
+    # One cell whose raw env moved 1.5x between rounds: the run is not quiet,
+    # and the note names the cell.
+    noisy = quiet({"a x16": [100.0, 101.0], "CartPole-v1 x64": [90.0, 161.0, 101.0]})
+    assert noisy["quiet"] is False and noisy["cell"] == "CartPole-v1 x64"
+    assert noisy["spread_pct"] == pytest.approx(100 * 71 / (2 * 101))
+    assert "not a quiet run" in noisy["note"] and "CartPole-v1 x64" in noisy["note"]
+    assert f"±{limit:g}%" in noisy["note"]
 
 
 def test_batch_copy_floor(suite):

@@ -73,6 +73,7 @@ def test_rollout_benchmark_quick_writes_valid_json(tmp_path):
     assert cell["conclusion"].startswith("use vecenv")
     assert "conclusion: use vecenv" in r.stdout and "ETA" in r.stdout
     assert "with a vec env that costs nothing: lockstep" in r.stdout
+    assert report["quiet"]["quiet"] is None  # one round: nothing to compare
 
 
 def _rollout_module():

@@ -46,7 +46,7 @@ from .envs import (
     time_one_env,
 )
 from .machine import load_average, report_header
-from .measure import Floor, measure
+from .measure import Floor, measure, quiet
 from .plots import plot_all, plot_summary
 from .report import cell_summary, conclude, print_report, write
 from .results import record_cell
@@ -353,6 +353,15 @@ def run(args) -> Dict[str, Any]:
     report["machine"]["load_average_end"] = load_average()
     report["elapsed_s"] = round(time.time() - started, 1)
     report["targets"] = evaluate_targets(report)
+    report["quiet"] = quiet(
+        {
+            f"{c['env']} x{c['num_envs']}": c["raw_env_steps_per_s"]["rounds"]
+            for c in report["cells"]
+            if c.get("raw_env_steps_per_s")
+        }
+    )
+    if report["quiet"]["note"]:
+        report["notes"].append(report["quiet"]["note"])
     report["conclusion"] = conclude(report)
     return report
 

@@ -69,6 +69,40 @@ def summarize(values: List[float]) -> Dict[str, Any]:
     }
 
 
+# A run is quiet when the reference timing of every cell (one raw env in the
+# suite, the bound in the rollout benchmark) moved by at most this much
+# between rounds: half its range over its median, % (the issues' targets ask
+# for "one quiet run").
+QUIET_SPREAD_PCT = 5.0
+
+
+def quiet(rounds: Dict[str, List[float]]) -> Dict[str, Any]:
+    """Whether a run was quiet, from each cell's reference timing per round
+    (``{cell label: [value per round]}``; cells of one round say nothing):
+    ``{"quiet" (None without a cell of two rounds), "spread_pct" (the
+    largest, see :func:`summarize`), "cell" (where), "threshold_pct",
+    "note"}``. The note, None unless the run was not quiet, says so and why."""
+    spreads = {k: summarize(v)["spread_pct"] for k, v in rounds.items() if len(v) >= 2}
+    where = max(spreads, key=lambda k: spreads[k]) if spreads else None
+    worst = spreads[where] if where is not None else None
+    calm = None if worst is None else worst <= QUIET_SPREAD_PCT
+    note = None
+    if calm is False:
+        note = (
+            f"not a quiet run: the machine's speed moved between rounds (at {where} the "
+            f"reference timing spread ±{worst:.0f}% over its rounds; a quiet run stays within "
+            f"±{QUIET_SPREAD_PCT:g}%). Compare contenders within a cell, and rerun before "
+            "trusting a ratio near a target"
+        )
+    return {
+        "quiet": calm,
+        "spread_pct": worst,
+        "cell": where,
+        "threshold_pct": QUIET_SPREAD_PCT,
+        "note": note,
+    }
+
+
 def batch_copy_floor_us(obs_bytes: int, num_envs: int, reps: int = 51) -> Optional[float]:
     """The copy floor of one batch: median microseconds of one memcpy of
     ``num_envs`` observations of ``obs_bytes`` bytes (from a warm source into a

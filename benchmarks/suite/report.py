@@ -209,6 +209,14 @@ def markdown_summary(report: Dict[str, Any]) -> str:
                 f"{lay.get('why', '')} |"
             )
     targets = report.get("targets") or []
+    calm = report.get("quiet") or {}
+    if calm.get("quiet"):
+        lines += [
+            "",
+            f"A quiet run: every raw env within ±{calm['threshold_pct']:g}% over its rounds.",
+        ]
+    elif calm.get("quiet") is False:
+        lines += ["", f"Note: {calm['note']}."]
     if targets:
         lines += ["", "## Targets (issue 16)", ""]
         lines += ["| target | value | status | from |", "|---|---|---|---|"]
