@@ -477,3 +477,91 @@ def test_keyboard_interrupt_fuzz_then_reset_is_always_correct(mode):
     # Most trials are interrupted: thousands in CI with the default trials.
     assert stats["interrupts"] > trials // 3, stats
     print(mode, stats)
+
+
+# ------------------------------------------------------------ the frame body
+_NUMBERS = [np.dtype(c).type for c in np.typecodes["AllInteger"] + "?efdFD"]
+
+
+def _same(a, b) -> bool:
+    """The same type and the same bytes (NaN payloads and -0.0 included)."""
+    return type(a) is type(b) and np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+@pytest.mark.parametrize("kind", _NUMBERS, ids=lambda t: t.__name__)
+def test_encode_gives_numpy_number_scalars_back_with_their_type_and_bits(kind):
+    import pickle
+
+    from vecenv._channel import encode
+
+    info = np.iinfo(kind) if np.issubdtype(kind, np.integer) else None
+    values = [kind(0), kind(1)]
+    if info is not None:
+        values += [kind(info.min), kind(info.max)]
+    elif kind is not np.bool_:
+        values += [kind(-0.0), kind(np.nan), kind(np.inf), kind(1) / kind(3)]
+        if np.issubdtype(kind, np.complexfloating):
+            values.append(kind(complex(1.5, -np.inf)))
+    body = encode({"round": values})
+    got = pickle.loads(body)["round"]
+    assert all(_same(a, b) for a, b in zip(got, values)), (got, values)
+    # Not NumPy's own reduce (its scalar() reconstructor and a dtype per value).
+    assert b"multiarray" not in body and b"dtype" not in body
+
+
+def test_encode_is_pickle_for_everything_else():
+    import copyreg
+    import pickle
+
+    from vecenv._channel import encode
+
+    class Later:  # a reducer registered after vecenv was imported is still used
+        def __init__(self, x):
+            self.x = x
+
+    copyreg.pickle(Later, lambda o: (int, (o.x,)))
+    try:
+        msg = {"later": Later(7), "array": np.arange(3.0), "nested": [np.float64(2.5), {"a": b"x"}]}
+        got = pickle.loads(encode(msg))
+        assert got["later"] == 7 and got["array"].tolist() == [0.0, 1.0, 2.0]
+        assert _same(got["nested"][0], np.float64(2.5)) and got["nested"][1] == {"a": b"x"}
+    finally:
+        del copyreg.dispatch_table[Later]
+    # A dump that raises leaves the next one whole; so does a 2 MiB body
+    # (a buffer that size is not kept) and a message whose reducer encodes.
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        encode({"f": lambda: 1})
+    assert pickle.loads(encode((1, "a"))) == (1, "a")
+    big = np.ones(1 << 18)
+    assert pickle.loads(encode(big)).sum() == big.size
+    assert pickle.loads(encode([np.int8(-3)])) == [np.int8(-3)]
+
+    class Inner:
+        def __reduce__(self):
+            return (pickle.loads, (encode(np.float32(0.25)),))
+
+    assert _same(pickle.loads(encode(Inner())), np.float32(0.25))
+
+
+class NumberInfoEnv(gym.Env):
+    """An env whose info holds NumPy number scalars, as MuJoCo's do."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {"x": np.float64(-0.0), "n": np.int64(-5)}
+
+    def step(self, action):
+        info = {"x": np.float64(0.1) * int(action), "r": np.float32(1 / 3), "ok": np.bool_(action)}
+        return np.zeros(2, np.float32), 1.0, False, False, info
+
+
+def test_infos_with_numpy_scalars_come_back_from_the_workers_with_their_types():
+    with vecenv.ShmemVecEnv([NumberInfoEnv] * 4, num_workers=2) as venv:
+        venv.reset()
+        *_, infos = venv.step(np.array([0, 1, 0, 1]))
+    for i, info in enumerate(infos):
+        assert _same(info["x"], np.float64(0.1) * (i % 2)), info
+        assert _same(info["r"], np.float32(1 / 3)) and _same(info["ok"], np.bool_(i % 2))

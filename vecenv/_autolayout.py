@@ -86,6 +86,8 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
+from vecenv._channel import encode
+
 _log = logging.getLogger("vecenv")
 
 #: Seconds the probe may step the env (after its reset), and at most this many steps.
@@ -376,14 +378,15 @@ def _runnable() -> Optional[int]:
 
 
 def _pickle_us(infos: List[Any]) -> float:
-    """Median microseconds of ``pickle.loads(pickle.dumps(info))`` over
+    """Median microseconds of ``pickle.loads(encode(info))`` (a worker's
+    pickling, :func:`vecenv._channel.encode`, and the parent's) over
     ``infos`` (0 for none, or when one cannot be pickled: the engine then
     reports it as the env's error, whatever the layout)."""
     times = []
     try:
         for info in infos:
             t = time.perf_counter()
-            pickle.loads(pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL))
+            pickle.loads(encode(info))
             times.append(time.perf_counter() - t)
     except Exception:
         return 0.0

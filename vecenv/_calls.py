@@ -11,11 +11,11 @@ written or replies read, the state it had once they are.
 
 from __future__ import annotations
 
-import pickle
 import time
 from typing import Any, Dict, List, Optional
 
 from vecenv import _protocol as msgs
+from vecenv._channel import encode
 from vecenv.errors import ArgumentNotPicklableError, StateError, VecEnvError, WorkerDiedError
 
 
@@ -35,7 +35,7 @@ def unpicklable_error(
     first: Optional[BaseException] = None
     for i, value in values.items():
         try:
-            pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            encode(value)
         except Exception as e:
             bad.append(i)
             first = first or e
@@ -62,7 +62,7 @@ def check_picklable(what: str, values: Dict[int, Any], ids: Any = None) -> None:
     if ids is not None:
         values = {int(i): values[int(i)] for i in ids if int(i) in values}
     try:
-        pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+        encode(values)
     except Exception as exc:
         err = unpicklable_error(what, values, exc)
         if err is None:

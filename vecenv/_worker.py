@@ -44,7 +44,7 @@ import numpy as np
 
 from vecenv import _core, _episodes, _layout, _shm
 from vecenv import _protocol as msgs
-from vecenv._channel import WorkerChannel
+from vecenv._channel import WorkerChannel, encode
 from vecenv._protocol import (
     PICKLED_FINAL_KEY,
     PICKLED_OBS_KEY,
@@ -176,7 +176,7 @@ def _picklable_result(entry: Tuple[str, Any], env_index: int, what: str) -> Tupl
     if entry[0] != "ok":
         return entry
     try:
-        pickle.dumps(entry[1], protocol=pickle.HIGHEST_PROTOCOL)
+        encode(entry[1])
     except Exception as exc:
         return ("error", unpicklable_report(exc, env_index, what))
     return entry
@@ -638,17 +638,17 @@ class _Loop:
         if infos or errors:
             msg = (_ROUND, infos, errors)
             try:
-                payload = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+                payload = encode(msg)
             except Exception:
                 # Blame the envs whose info does not pickle, not every env of the round.
                 for i in list(infos):
                     try:
-                        pickle.dumps(infos[i], protocol=pickle.HIGHEST_PROTOCOL)
+                        encode(infos[i])
                     except Exception as exc:
                         del infos[i]
                         errors[i] = unpicklable_report(exc, i, INFO_WHAT)
                         statuses[done_envs.index(i)] = _ST_ERROR
-                payload = pickle.dumps((_ROUND, infos, errors), protocol=pickle.HIGHEST_PROTOCOL)
+                payload = encode((_ROUND, infos, errors))
         ticket = self.ctrl.publish(done_envs, statuses, self.spec.index)
         if msg is not None:
             # After the publish: the parent reads it for the envs it collected
