@@ -128,33 +128,32 @@ class ChannelBroken(Exception):
     """An operation on this channel was interrupted: bytes may be lost."""
 
 
-class _Reducers(dict):
-    """A pickler's reducers: the ones below, then copyreg's, looked up when
-    asked (so that a reducer registered later counts, as in ``pickle.dumps``)."""
-
-    def __missing__(self, cls):
-        return copyreg.dispatch_table[cls]
-
-
-def _number(x) -> Tuple[Any, Tuple[Any]]:
-    """Reduce a NumPy number scalar to its type called on the Python number:
-    the same type and value back (a float64's bits exactly; a float16 or
-    float32 round-trips through a double, which holds it exactly)."""
+def _number(x) -> Tuple[Any, Tuple[Any, ...]]:
+    """Reduce a NumPy number scalar to its type called on the Python number,
+    which gives the same type and bits back; a NaN keeps NumPy's own reduce
+    (a float32 signalling NaN would come back quiet through a double)."""
+    if x != x:
+        return x.__reduce__()
     return type(x), (x.item(),)
 
 
 # Every integer, bool, float and complex scalar type but long double, whose
 # item() is a double (it would lose digits).
-_REDUCERS = _Reducers({np.dtype(c).type: _number for c in np.typecodes["AllInteger"] + "?efdFD"})
-_local = threading.local()  # per thread: a reusable pickler, and whether it is in use
+_NUMBERS = {np.dtype(c).type: _number for c in np.typecodes["AllInteger"] + "?efdFD"}
+_local = threading.local()  # per thread: a reusable pickler, and the reducers it has
 _KEEP = 1 << 20  # a buffer that grew past this many bytes is not kept
 
 
-def _pickler() -> Tuple[io.BytesIO, Any]:
-    buf = io.BytesIO()
-    pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = _REDUCERS
-    return buf, pickler
+def _reducers() -> Dict[Any, Any]:
+    """The pickler's reducers: :data:`_NUMBERS`, and copyreg's over them (a
+    user's reducer for a NumPy type wins, as it does in ``pickle.dumps``)."""
+    table = getattr(_local, "table", None)
+    if table is None or table[0] != copyreg.dispatch_table:  # registered since
+        table = _local.table = (
+            dict(copyreg.dispatch_table),
+            {**_NUMBERS, **copyreg.dispatch_table},
+        )
+    return table[1]
 
 
 def encode(msg: Any) -> bytes:
@@ -166,28 +165,29 @@ def encode(msg: Any) -> bytes:
     own reduce, which writes the dtype and raw bytes of every one: a round of
     8 HalfCheetah-v5 infos (4 scalars each) took 50-65 us to pickle with
     ``pickle.dumps`` and 29-37 us here (2-core VM, 2026-12-06), and comes back
-    with the same types and values. The pickler and its buffer are reused per
-    thread, unless the buffer grew past 1 MiB or the dump raised.
+    with the same types and bits. The pickler and its buffer are reused per
+    thread (not after a body over 1 MiB, nor after a dump that raised; a
+    nested call gets its own), and forget the message once it is pickled.
     """
-    if getattr(_local, "busy", False):  # a reducer of msg encodes something itself
-        buf, pickler = _pickler()
-        pickler.dump(msg)
-        return buf.getvalue()
-    state = getattr(_local, "pickler", None) or _pickler()
+    table = _reducers()
+    state = getattr(_local, "pickler", None)
     _local.pickler = None  # until the dump completes: one that raises is not reused
-    _local.busy = True
+    if state is None or state[2] is not table:
+        buf = io.BytesIO()
+        pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.dispatch_table = table
+        state = (buf, pickler, table)
+    buf, pickler, _ = state
+    buf.seek(0)
+    buf.truncate()
     try:
-        buf, pickler = state
-        buf.seek(0)
-        buf.truncate()
-        pickler.clear_memo()
         pickler.dump(msg)
-        body = buf.getvalue()
-        if len(body) <= _KEEP:
-            _local.pickler = state
-        return body
     finally:
-        _local.busy = False
+        pickler.clear_memo()  # the memo holds every object of msg
+    body = buf.getvalue()
+    if len(body) <= _KEEP:
+        _local.pickler = state
+    return body
 
 
 class _Stream:
