@@ -139,7 +139,9 @@ def _number(x) -> Tuple[Any, Tuple[Any, ...]]:
 
 # Every integer, bool, float and complex scalar type but long double, whose
 # item() is a double (it would lose digits).
-_NUMBERS = {np.dtype(c).type: _number for c in np.typecodes["AllInteger"] + "?efdFD"}
+_NUMBERS: Dict[Any, Any] = {
+    np.dtype(c).type: _number for c in np.typecodes["AllInteger"] + "?efdFD"
+}
 _local = threading.local()  # per thread: a reusable pickler, and the reducers it has
 _KEEP = 1 << 20  # a buffer that grew past this many bytes is not kept
 
