@@ -44,7 +44,11 @@ which the code uses, never the number)::
                            sets it to published (u32, wraps)
             [5] tx_blocked 1 while the worker waits for room to write a frame
                            to its pipe (the parent then reads that pipe)
-            [6], [7] spare
+            [6] ops_writing parent adds 1 before it writes op bytes of the
+                           worker's envs and 1 after (odd while it writes): the
+                           worker takes a dispatch's ops whole, never a part
+                           (take_ops), so its rounds never depend on timing
+            [7] spare
             [8] env + 1    the env the worker is inside (0: between env calls)
             [9] activity   what that env is doing (vecenv._protocol.Activity)
     then  op[num_envs]      u8  parent writes (STEP, RESET), worker clears
@@ -119,6 +123,10 @@ cdef extern from *:
 # True in a build made with VECENV_DEBUG=1 (setup.py): bounds checks, -O0 -g.
 DEBUG_BUILD = bool(VE_DEBUG_BUILD)
 
+# How long take_ops waits for a dispatch that is writing its ops (nanoseconds):
+# it takes nanoseconds, so only a parent stopped or killed inside one lasts this.
+cdef uint64_t TAKE_OPS_WAIT_NS = 100000000
+
 # Op codes written by the parent into op[env], and status codes written by a
 # worker into status[env] before publishing: the cdef enums of
 # csrc/_protocol.pxd, the values of vecenv._protocol.Op and .Status.
@@ -169,11 +177,13 @@ PROTOCOL = {
         "MAGIC": P.HDR_MAGIC, "NUM_ENVS": P.HDR_NUM_ENVS, "NUM_WORKERS": P.HDR_NUM_WORKERS,
         "DOORBELL": P.HDR_DOORBELL, "PARENT_WAITING": P.HDR_PARENT_WAITING,
         "PARENT_TARGET": P.HDR_PARENT_TARGET, "TICKET_COUNTER": P.HDR_TICKET_COUNTER,
+
     },
     "SlotWord": {
         "CMD_SEQ": P.SLOT_CMD_SEQ, "SLEEPING": P.SLOT_SLEEPING, "MSG_SEQ": P.SLOT_MSG_SEQ,
         "PUBLISHED": P.SLOT_PUBLISHED, "COLLECTED": P.SLOT_COLLECTED,
-        "TX_BLOCKED": P.SLOT_TX_BLOCKED, "ENV": P.SLOT_ENV, "ACTIVITY": P.SLOT_ACTIVITY,
+        "TX_BLOCKED": P.SLOT_TX_BLOCKED, "OPS_WRITING": P.SLOT_OPS_WRITING,
+        "ENV": P.SLOT_ENV, "ACTIVITY": P.SLOT_ACTIVITY,
         "BUSY_NS": P.SLOT_BUSY_NS,
     },
     "ParentCode": {
@@ -545,9 +555,11 @@ cdef class Control(ControlRegion):
             memset(self.status, P.STATUS_OK, <size_t>self.num_envs)
             if self.inflight != NULL:
                 memset(self.inflight, 1, <size_t>self.num_envs)
-            ve_fence()
+            for w in range(self.num_workers):  # odd: ops being written (take_ops)
+                ve_add(&self._slot(w)[P.SLOT_OPS_WRITING], 1)
             memset(self.op, op, <size_t>self.num_envs)
             for w in range(self.num_workers):
+                ve_add(&self._slot(w)[P.SLOT_OPS_WRITING], 1)
                 self._kick(w)
 
     def dispatch(self, const int64_t[::1] env_ids, int op):
@@ -569,11 +581,14 @@ cdef class Control(ControlRegion):
                 self.touched[self.env_worker[e]] = 1
                 if self.inflight != NULL:
                     self.inflight[e] = 1
-            ve_fence()
+            for w in range(self.num_workers):  # odd: ops being written (take_ops)
+                if self.touched[w]:
+                    ve_add(&self._slot(w)[P.SLOT_OPS_WRITING], 1)
             for i in range(n):
                 self.op[ids[i]] = <uint8_t>op
             for w in range(self.num_workers):
                 if self.touched[w]:
+                    ve_add(&self._slot(w)[P.SLOT_OPS_WRITING], 1)
                     self._kick(w)
 
     def post_message(self, Py_ssize_t worker):
@@ -836,20 +851,53 @@ cdef class WorkerControl(ControlRegion):
             raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
         return <Py_ssize_t>ve_load(&self._slot(worker)[P.SLOT_MSG_SEQ])
 
-    def take_ops(self, Py_ssize_t lo, Py_ssize_t hi):
-        """Worker: return ``[(env, op), ...]`` for envs in ``[lo, hi)`` with a
-        pending op, and clear those op bytes."""
+    def take_ops(self, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t worker):
+        """Worker: return ``[(env, op), ...]`` for envs in ``[lo, hi)`` (of
+        ``worker``, in [0, num_workers)) with a pending op, and clear those op
+        bytes.
+
+        A dispatch's ops are taken whole: while the parent writes them (the
+        worker slot's ``ops_writing`` is odd) this waits, and a read that a
+        dispatch overlapped is read again. A worker woken by a message (whose ops
+        follow it) used to take the envs whose bytes were already written, so
+        how a reset's envs fell into rounds, and with it the global generators'
+        reseed (vecenv._worker), depended on timing."""
         if lo < 0 or hi > self.num_envs or lo > hi:
             raise ValueError(f"[{lo}, {hi}) is not a range of envs in [0, {self.num_envs})")
+        if worker < 0 or worker >= self.num_workers:
+            raise ValueError(f"worker={worker} is outside [0, {self.num_workers})")
+        cdef uint32_t* writing = &self._slot(worker)[P.SLOT_OPS_WRITING]
+        cdef Py_ssize_t i, n
+        cdef uint32_t seen
+        cdef unsigned long it
+        cdef uint64_t give_up = 0
+        while True:
+            seen = ve_load(writing)
+            if seen & 1:  # a dispatch is writing: it takes nanoseconds
+                it = 0
+                with nogil:
+                    while seen & 1:
+                        ve_spin_step(it)
+                        it += 1
+                        if it == 64:
+                            give_up = ve_now_ns() + TAKE_OPS_WAIT_NS
+                        elif it > 64 and ve_now_ns() > give_up:
+                            break  # a parent stopped or killed inside a dispatch
+                        seen = ve_load(writing)
+            n = 0
+            for i in range(lo, hi):  # read only: the bytes are cleared once the read holds
+                if self.op[i] != P.OP_NONE:
+                    self.scratch[n] = i
+                    n += 1
+            ve_fence()
+            if seen & 1 or ve_load(writing) == seen:
+                break
+        # The parent writes no op of an env in flight, so these stay ours.
         out = []
-        cdef Py_ssize_t i
-        cdef uint8_t o
-        for i in range(lo, hi):
-            o = self.op[i]
-            if o != P.OP_NONE:
-                self.op[i] = P.OP_NONE
-                out.append((i, o))
-        if out:
+        for i in range(n):
+            out.append((self.scratch[i], self.op[self.scratch[i]]))
+            self.op[self.scratch[i]] = P.OP_NONE
+        if n:
             # Order the op reads before the caller's next loads (message_seq,
             # actions): whatever the parent wrote before these ops is visible.
             ve_fence()

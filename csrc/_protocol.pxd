@@ -66,6 +66,7 @@ cdef enum:
     SLOT_PUBLISHED = 3
     SLOT_COLLECTED = 4
     SLOT_TX_BLOCKED = 5
+    SLOT_OPS_WRITING = 6
     SLOT_ENV = 8
     SLOT_ACTIVITY = 9
     SLOT_BUSY_NS = 10  # u64 over words 10-11

@@ -389,7 +389,7 @@ def test_control_counts_per_worker_forget_is_exact_and_nothing_wraps():
 def test_control_dispatch_clears_status_and_tx_blocked_wakes_the_parent():
     block, ctrl, wk = make_control(2, 1, [0, 0])
     ctrl.dispatch_all(_core.OP_STEP)
-    wk.take_ops(0, 2)
+    wk.take_ops(0, 2, 0)
     wk.publish([0, 1], [_core.STATUS_ERROR, _core.STATUS_INFO], 0)
     ctrl.collect_all()
     ctrl.dispatch(np.array([0, 1], np.int64), _core.OP_STEP)

@@ -266,9 +266,9 @@ def _control(num_envs=6, num_workers=2):
 def test_control_dispatch_take_publish_collect_in_fifo_order():
     block, ctl, wk = _control()
     ctl.dispatch(np.array([4, 1], np.int64), _core.OP_STEP)
-    assert wk.take_ops(0, 3) == [(1, _core.OP_STEP)]
-    assert wk.take_ops(3, 6) == [(4, _core.OP_STEP)]
-    assert wk.take_ops(0, 6) == []  # ops are cleared once taken
+    assert wk.take_ops(0, 3, 0) == [(1, _core.OP_STEP)]
+    assert wk.take_ops(3, 6, 1) == [(4, _core.OP_STEP)]
+    assert wk.take_ops(0, 3, 0) == wk.take_ops(3, 6, 1) == []  # ops are cleared once taken
     wk.publish([4], [_core.STATUS_INFO], 1)
     wk.publish([1], None, 0)
     assert ctl.wait_ready(2, 0.0, 1.0) == 2
@@ -281,6 +281,40 @@ def test_control_dispatch_take_publish_collect_in_fifo_order():
     assert ctl.wait_ready(1, 0.0, 0.01) == -1  # nothing left: times out
     with pytest.raises(ValueError, match="only 0"):
         ctl.collect(1, out)
+
+
+def test_take_ops_takes_a_dispatch_whole_never_while_it_is_written():
+    import threading
+
+    block, ctl, wk = _control()
+    words = np.frombuffer(block, dtype=np.uint32)
+    slot = _protocol.Region.HEADER_BYTES // 4
+    writing = slot + _protocol.SlotWord.OPS_WRITING  # worker 0's
+    ctl.dispatch(np.array([0, 1], np.int64), _core.OP_RESET)
+    assert words[writing] == 2  # a dispatch leaves it even
+    # As if the parent were still writing a second dispatch's op bytes for
+    # worker 0 (env 2 written, more to come).
+    words[writing] += 1
+    ctl.dispatch(np.array([2], np.int64), _core.OP_RESET)
+    got = []
+    worker = threading.Thread(target=lambda: got.append(wk.take_ops(0, 3, 0)))
+    worker.start()
+    worker.join(0.05)
+    assert worker.is_alive() and not got  # it waits: it would take a part of that dispatch
+    words[writing] += 1  # the dispatch is written
+    worker.join(5.0)
+    assert got == [[(0, _core.OP_RESET), (1, _core.OP_RESET), (2, _core.OP_RESET)]]
+    # Another worker's dispatch does not hold this one up.
+    other = slot + _protocol.Region.SLOT_BYTES // 4 + _protocol.SlotWord.OPS_WRITING
+    words[other] += 1
+    ctl.dispatch(np.array([0], np.int64), _core.OP_STEP)
+    assert wk.take_ops(0, 3, 0) == [(0, _core.OP_STEP)]
+    # A parent stopped or killed inside a dispatch: the worker waits 0.1 s,
+    # then takes what is there (its own checks then find the parent gone).
+    ctl.dispatch(np.array([4], np.int64), _core.OP_STEP)
+    t = time.monotonic()
+    assert wk.take_ops(3, 6, 1) == [(4, _core.OP_STEP)]
+    assert 0.09 <= time.monotonic() - t < 2.0
 
 
 def test_control_worker_wait_sees_dispatch_and_messages():
@@ -354,7 +388,7 @@ def test_worker_wait_polls_through_the_callers_time_when_following():
 def test_control_collect_all_counts_flagged():
     block, ctl, wk = _control(4, 1)
     ctl.dispatch_all(_core.OP_STEP)
-    wk.take_ops(0, 4)
+    wk.take_ops(0, 4, 0)
     wk.publish([0, 1, 2, 3], [0, _core.STATUS_ERROR, 0, _core.STATUS_INFO], 0)
     assert ctl.wait_ready(4, 0.0, 1.0) == 4
     assert ctl.collect_all() == 2
@@ -458,8 +492,8 @@ def test_worker_view_does_its_whole_round_and_the_parent_sees_it():
     assert parent.command_seq(0) == 0  # worker 0 hosts neither env: not woken
     seq = wk.worker_wait(1, seq, 0.0, 1.0)
     assert seq == parent.command_seq(1)
-    assert wk.take_ops(0, 3) == []
-    assert wk.take_ops(3, 6) == [(3, _core.OP_STEP), (5, _core.OP_STEP)]
+    assert wk.take_ops(0, 3, 0) == []
+    assert wk.take_ops(3, 6, 1) == [(3, _core.OP_STEP), (5, _core.OP_STEP)]
     assert parent.arrays()[0].tolist() == [0] * 6  # the worker cleared the ops
     assert wk.message_seq(1) == 1 and wk.message_seq(0) == 0
     wk.enter(1, 5, 7)
@@ -481,7 +515,7 @@ def test_worker_view_does_its_whole_round_and_the_parent_sees_it():
     assert parent.published() == 0
     parent.dispatch_all(_core.OP_RESET)
     assert wk.worker_wait(1, seq, 0.0, 1.0) == seq + 1
-    assert wk.take_ops(3, 6) == [(3, _core.OP_RESET), (4, _core.OP_RESET), (5, _core.OP_RESET)]
+    assert wk.take_ops(3, 6, 1) == [(3, _core.OP_RESET), (4, _core.OP_RESET), (5, _core.OP_RESET)]
 
 
 @pytest.mark.timeout(30)
@@ -494,7 +528,7 @@ def test_worker_view_wakes_a_parent_asleep_on_its_own_mapping():
     def worker():
         seq = wk.worker_wait(0, 0, 0.0, 5.0)
         assert seq == 1
-        wk.publish([env for env, _ in wk.take_ops(0, 4)], None, 0)
+        wk.publish([env for env, _ in wk.take_ops(0, 4, 0)], None, 0)
 
     thread = threading.Thread(target=worker)
     thread.start()

@@ -131,8 +131,9 @@ class WorkerControl(ControlRegion):
     ) -> int:
         """The new cmd_seq, or WAIT_TIMED_OUT (-1) when ``timeout_s`` ran out."""
     def message_seq(self, worker: int) -> int: ...
-    def take_ops(self, lo: int, hi: int) -> list[tuple[int, int]]:
-        """``[(env, op), ...]`` for envs in ``[lo, hi)`` with a pending op."""
+    def take_ops(self, lo: int, hi: int, worker: int) -> list[tuple[int, int]]:
+        """``[(env, op), ...]`` for envs in ``[lo, hi)`` (``worker``'s) with a
+        pending op, a dispatch's ops whole."""
     def publish(self, envs: Sequence[int], statuses: Sequence[int] | None, worker: int) -> int:
         """The ticket of this publish (0 when ``envs`` is empty)."""
     def set_tx_blocked(self, worker: int, blocked: bool) -> None: ...

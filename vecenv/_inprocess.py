@@ -317,7 +317,7 @@ class InprocControl(_CONTROL):
         loop = self.loop
         if loop is None:
             raise StateError("the in-process envs are closed")
-        ops = loop.ctrl.take_ops(0, self.hi)
+        ops = loop.ctrl.take_ops(0, self.hi, 0)
         if ops:
             loop.run_round(ops)
         self.cut = False
@@ -354,7 +354,7 @@ class InprocControl(_CONTROL):
             self.cut = False
             return
         hi = self.hi  # this process steps envs [0, hi)
-        loop.ctrl.take_ops(0, hi)
+        loop.ctrl.take_ops(0, hi, 0)
         ready = self.arrays()[2][:hi]
         lost = np.flatnonzero(self.in_flight[:hi] & (ready == 0))
         if lost.size:

@@ -177,6 +177,9 @@ class SlotWord(enum.IntEnum):
     PUBLISHED = 3  # worker adds the envs of each publish (wraps)
     COLLECTED = 4  # parent adds the worker's envs it collects (wraps)
     TX_BLOCKED = 5  # 1 while the worker waits for room on its pipe
+    # The parent adds 1 before it writes op bytes of this worker's envs and 1
+    # after (odd while it writes): the worker takes a dispatch's ops whole.
+    OPS_WRITING = 6
     ENV = 8  # the env the worker is inside, plus 1 (0: between env calls)
     ACTIVITY = 9  # what that env is doing (an Activity)
     # u64 over words 10 and 11 (8-byte aligned): nanoseconds the worker spent

@@ -601,7 +601,7 @@ class _Loop:
             # Take the ops first, then read the message count: the parent posts
             # a message (reset kwargs, ...) before it dispatches the ops that
             # depend on it, so every message those ops need is counted here.
-            ops = ctrl.take_ops(lo, hi)
+            ops = ctrl.take_ops(lo, hi, index)
             posted = ctrl.message_seq(index)
             while handled != posted:
                 handled = (handled + 1) & 0xFFFFFFFF
