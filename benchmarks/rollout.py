@@ -900,7 +900,7 @@ def summarize(cell: Dict[str, Any]) -> None:
 
 def print_cell(cell: Dict[str, Any]) -> None:
     b = cell["bound"]
-    per_round = [x["bound_env_steps_per_s"] for x in b.get("rounds", [])]
+    per_round = [x["bound_env_steps_per_s"] for x in b["rounds"]]
     moved = (
         f", {fmt_rate(min(per_round))}-{fmt_rate(max(per_round))} over the rounds"
         if len(per_round) > 1

@@ -177,7 +177,6 @@ PROTOCOL = {
         "MAGIC": P.HDR_MAGIC, "NUM_ENVS": P.HDR_NUM_ENVS, "NUM_WORKERS": P.HDR_NUM_WORKERS,
         "DOORBELL": P.HDR_DOORBELL, "PARENT_WAITING": P.HDR_PARENT_WAITING,
         "PARENT_TARGET": P.HDR_PARENT_TARGET, "TICKET_COUNTER": P.HDR_TICKET_COUNTER,
-
     },
     "SlotWord": {
         "CMD_SEQ": P.SLOT_CMD_SEQ, "SLEEPING": P.SLOT_SLEEPING, "MSG_SEQ": P.SLOT_MSG_SEQ,
@@ -555,7 +554,9 @@ cdef class Control(ControlRegion):
             memset(self.status, P.STATUS_OK, <size_t>self.num_envs)
             if self.inflight != NULL:
                 memset(self.inflight, 1, <size_t>self.num_envs)
-            for w in range(self.num_workers):  # odd: ops being written (take_ops)
+            # Odd while the ops are written (take_ops); each add is a full
+            # fence, so the statuses above are visible before any op.
+            for w in range(self.num_workers):
                 ve_add(&self._slot(w)[P.SLOT_OPS_WRITING], 1)
             memset(self.op, op, <size_t>self.num_envs)
             for w in range(self.num_workers):
@@ -581,7 +582,7 @@ cdef class Control(ControlRegion):
                 self.touched[self.env_worker[e]] = 1
                 if self.inflight != NULL:
                     self.inflight[e] = 1
-            for w in range(self.num_workers):  # odd: ops being written (take_ops)
+            for w in range(self.num_workers):  # odd while writing, and a fence (as above)
                 if self.touched[w]:
                     ve_add(&self._slot(w)[P.SLOT_OPS_WRITING], 1)
             for i in range(n):

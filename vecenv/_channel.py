@@ -11,7 +11,8 @@ Transport and framing
 One ``multiprocessing.Pipe(duplex=True)`` per worker (a Unix socket pair), set
 non-blocking on both sides. A frame is a 16-byte header, ``<QQ``: the body's
 length in bytes and a ``ref``, followed by the body, the message pickled
-(highest protocol; see :func:`encode` for NumPy's number scalars). Bodies have any size (a 100 MB call argument, return
+(highest protocol; :func:`encode`, which sends NumPy's number scalars as
+Python numbers). Bodies have any size (a 100 MB call argument, return
 value or info): writes take what the socket accepts and wait with ``poll``
 for room, reads take what is there and wait with ``poll`` for more. No read
 or write ever blocks without a deadline and a liveness check: the parent
@@ -174,12 +175,12 @@ def encode(msg: Any) -> bytes:
     table = _reducers()
     state = getattr(_local, "pickler", None)
     _local.pickler = None  # until the dump completes: one that raises is not reused
-    if state is None or state[2] is not table:
+    if state is None or state[1].dispatch_table is not table:
         buf = io.BytesIO()
         pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
         pickler.dispatch_table = table
-        state = (buf, pickler, table)
-    buf, pickler, _ = state
+        state = (buf, pickler)
+    buf, pickler = state
     buf.seek(0)
     buf.truncate()
     try:
