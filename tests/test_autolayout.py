@@ -16,6 +16,7 @@ import vecenv
 import vecenv.envs  # registers the vecenv/ ids
 from vecenv import _autolayout as al
 from vecenv import _plan, _pool
+from vecenv._options import EngineOptions
 from vecenv.errors import InvalidArgumentError
 
 
@@ -385,16 +386,14 @@ def test_the_per_core_default_fills_in_only_a_missing_lockstep_layout(
 ):
     monkeypatch.setattr(_plan, "usable_cpus", lambda: 3)
     monkeypatch.setattr(_pool, "usable_cpus", lambda: 3)
-    kwargs = {"num_workers": None, "envs_per_worker": None, "batch_size": None, **options}
+    options = dict(options)
+    batch_size = options.pop("batch_size", None)
     plan = _plan.plan_layout(
         [lambda: None] * num_envs,  # never built: no probe
-        spin=None,
-        timeout=None,
-        cpu_affinity=None,
-        on_worker_death="raise",
+        EngineOptions(**options),
+        batch_size=batch_size,
         check_affinity=lambda affinity, workers: None,
         default="per_core",
-        **kwargs,
     )
     assert plan.layout.num_workers == want and plan.layout.step_us is None
 

@@ -6,7 +6,8 @@ The trajectories of every case are compared with plain workers in
 tests/test_inprocess.py (parametrized over the layouts that step envs in the
 caller); here: the shares, errors from either share, calls, Ctrl-C inside the
 caller's share, a worker's death, close, the options that ``inline``
-refuses, and ``"auto"`` choosing it.
+refuses, ``"auto"`` choosing it, and ``inline_envs`` (the caller's share
+sized by hand or by ``Stats.caller_share``) with partial batches.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 import numpy as np
 import psutil
 import pytest
-from helpers import SAFE_PYTHON, Alarm, PayloadEnv, fuzz_lockstep, payload_fns
+from helpers import SAFE_PYTHON, Alarm, PayloadEnv, fuzz_lockstep, fuzz_partial, payload_fns
 from test_inprocess import FailingEnv, SlowEnv
 
 import vecenv
@@ -61,6 +62,23 @@ def test_layout_shares_and_processes():
     with vecenv.ShmemVecEnv(payload_fns(1), inline=True) as venv:  # one env: the caller's
         assert venv.in_process and venv.layout.num_workers == 0
         assert venv.reset().tolist() == [[0, 0, -1]]
+
+
+def test_inline_envs_sizes_the_callers_share_and_the_workers_share_the_rest():
+    kw = {"inline": True, "inline_envs": 1, "copy": False}
+    with vecenv.ShmemVecEnv(payload_fns(7), num_workers=2, **kw) as venv:
+        assert venv._pool.ranges == [(0, 1), (1, 4), (4, 7)]
+        assert (venv.layout.num_workers, venv.layout.envs_per_worker) == (2, 3)
+        assert venv.reset()[:, 0].tolist() == list(range(7))
+        obs, *_ = venv.step(np.arange(7) % 5)
+        assert obs.tolist() == [[i, 1, i % 5] for i in range(7)]
+    with vecenv.ShmemVecEnv(payload_fns(7), envs_per_worker=2, **kw) as venv:
+        assert venv._pool.ranges == [(0, 1), (1, 3), (3, 5), (5, 7)]
+        assert venv.layout.num_workers == 3
+    with vecenv.ShmemVecEnv(payload_fns(7), **kw) as venv:  # one worker per core but one
+        cores = len(os.sched_getaffinity(0))
+        assert venv._pool.ranges[0] == (0, 1)
+        assert venv.layout.num_workers == min(6, max(1, cores - 1))
 
 
 def test_the_default_share_count_is_one_per_usable_core():
@@ -311,7 +329,11 @@ def test_close_closes_both_shares_and_leaks_nothing(request):
     [
         ({"timeout": 5.0}, "timeout=5.0 cannot be enforced with inline=True"),
         ({"cpu_affinity": True}, "cpu_affinity=True is not taken with inline=True"),
-        ({"batch_size": 2}, r"batch_size=2 < num_envs=4: pass inline=False"),
+        ({"inline_envs": 4}, r"inline_envs=4 leaves no env .* num_envs=4"),
+        ({"inline_envs": 0}, "inline_envs must be an int >= 1 or None, got 0"),
+        ({"inline_envs": True}, "inline_envs must be an int >= 1 or None, got True"),
+        ({"inline_envs": 1.0}, r"inline_envs must be an int >= 1 or None, got 1\.0"),
+        ({"inline": False, "inline_envs": 2}, "inline_envs=2 is the caller's share of inline=True"),
         ({"num_workers": "auto"}, "inline=True and num_workers='auto'"),
         ({"inline": 1}, "inline must be a bool, got 1"),
         ({"num_workers": 1.5}, r"num_workers must be a positive int or None, got 1\.5"),
@@ -370,3 +392,78 @@ def test_auto_layout_with_the_callers_share_runs():
         assert venv.reset()[:, 0].tolist() == list(range(8))
         obs, *_ = venv.step(np.full(8, 3, np.int64))
         assert obs.tolist() == [[i, 1, 3] for i in range(8)]
+
+
+# ------------------------------------------------------------ partial batches
+def _partial_loop(venv, rounds, rng):
+    """``rounds`` recv/send pairs on PayloadEnvs with random actions; every
+    row must be what its env did. The times each env was received."""
+    n = venv.num_envs
+    t = np.zeros(n, np.int64)
+    last = np.full(n, -1, np.int64)
+    seen = np.zeros(n, np.int64)
+    assert venv.reset() is None
+    for _ in range(rounds):
+        obs, rew, dones, infos, ids = venv.recv()
+        assert len(ids) == venv.batch_size == len(set(ids.tolist()))
+        for j, e in enumerate(ids.tolist()):
+            assert obs[j].tolist() == [e, t[e], last[e]]
+            assert infos[j]["env"] == e and infos[j]["t"] == t[e]
+        seen[ids] += 1
+        acts = rng.integers(0, 5, len(ids))
+        venv.send(acts, ids)
+        t[ids] += 1
+        last[ids] = acts
+    return seen
+
+
+@pytest.mark.parametrize("share", [None, 1, 3])
+def test_partial_batches_with_the_callers_share_return_what_each_env_did(share):
+    kw = {"inline": True, "inline_envs": share, "num_workers": 1, "batch_size": 3}
+    with vecenv.ShmemVecEnv(payload_fns(6), **kw) as venv:
+        lo, hi = venv._pool.ranges[0]
+        assert (lo, hi) == (0, 3 if share is None else share)
+        seen = _partial_loop(venv, 60, np.random.default_rng(share or 0))
+        assert (seen > 0).all()  # the worker's envs too, not the caller's alone
+        assert venv.stats().worker_busy_s[0] > 0  # the caller stepped its share
+
+
+class _FailOnce(FailingEnv):
+    """FailingEnv that raises the first time only (its state outlives reset)."""
+
+    failed = False
+
+    def explode(self):
+        if not self.failed:
+            self.failed = True
+            super().explode()
+
+
+@pytest.mark.parametrize("bad", [0, 4])  # the caller's share, the worker's
+def test_an_env_error_with_partial_batches_names_the_env_and_reset_recovers(bad):
+    fns = [functools.partial(_FailOnce, i, bad=bad) for i in range(6)]
+    kw = {"inline": True, "inline_envs": 2, "num_workers": 1, "batch_size": 3}
+    with vecenv.ShmemVecEnv(fns, **kw) as venv:
+        venv.reset()
+        with pytest.raises(WorkerError) as info:
+            for _ in range(40):
+                _, _, _, _, ids = venv.recv()
+                venv.send(np.ones(len(ids), np.int64), ids)
+        err = info.value
+        assert err.env_index == bad and f"boom in env {bad}" in err.__cause__.tb
+        with pytest.raises(StateError, match="reset"):
+            venv.recv()
+        seen = _partial_loop(venv, 30, np.random.default_rng(bad))
+        assert seen.sum() == 90
+
+
+@pytest.mark.timeout(120, method="thread")  # SIGALRM is the fuzz's
+def test_keyboard_interrupt_fuzz_with_partial_batches_then_reset_is_always_correct():
+    trials = int(os.environ.get("VECENV_FUZZ_TRIALS", "2500")) // 4
+    rng = np.random.default_rng(29)
+    stats = {"interrupts": 0, "pending_step": 0, "broken": 0}
+    kw = {"inline": True, "inline_envs": 2, "num_workers": 1, "batch_size": 3}
+    with Alarm() as alarm:
+        with vecenv.ShmemVecEnv(payload_fns(6), **kw) as venv:
+            fuzz_partial(venv, alarm, rng, trials, stats)
+    assert stats["interrupts"] > trials // 10, stats

@@ -157,6 +157,7 @@ LAYOUTS = {
     "in_process": {"num_workers": 0},
     "inline": {"num_workers": 1, "inline": True},
     "inline_2": {"num_workers": 2, "inline": True},
+    "inline_share": {"num_workers": 1, "inline": True, "inline_envs": 2},
 }
 
 
@@ -176,7 +177,7 @@ def _run(name, mode, n=5, steps=40, seed=7, per_env=False, layout="in_process", 
 
 # ------------------------------------------------------------ trajectories
 @pytest.mark.filterwarnings("ignore:.*already returned terminated")  # "disabled": as with workers
-@pytest.mark.parametrize("layout", ["in_process", "inline"])
+@pytest.mark.parametrize("layout", ["in_process", "inline", "inline_share"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_same_trajectories_as_the_workers(name, mode, layout):

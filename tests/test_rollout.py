@@ -54,18 +54,24 @@ def _lockstep(n, steps, seed):
     return traj
 
 
+LAYOUTS = {
+    "2 workers": {"num_workers": 2},
+    "4 workers": {"num_workers": 4},
+    # The caller steps envs 0-2, inside group 0's send; the worker the rest.
+    "the caller's share": {"num_workers": 1, "inline": True, "inline_envs": 3},
+}
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("copy", [True, False])
-@pytest.mark.parametrize("num_workers", [2, 4])
-def test_fixed_order_gives_lockstep_trajectories_whatever_order_the_workers_finish(
-    copy, num_workers
-):
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_fixed_order_gives_lockstep_trajectories_whatever_order_the_workers_finish(copy, layout):
     n, steps, seed = 8, 12, 3
     want = _lockstep(n, steps, seed)
     policy = _policy(np.random.default_rng(seed))
     got = {i: [] for i in range(n)}
     fns = [functools.partial(_make, e) for e in range(n)]
-    with vecenv.ShmemVecEnv(fns, num_workers=num_workers, batch_size=n // 2, copy=copy) as venv:
+    with vecenv.ShmemVecEnv(fns, **LAYOUTS[layout], batch_size=n // 2, copy=copy) as venv:
         rollout = Rollout(venv)
         obs, infos, env_ids = rollout.reset(seed=seed)
         for j, i in enumerate(env_ids):

@@ -175,3 +175,66 @@ def test_since_refuses_a_later_snapshot_another_vec_env_or_not_stats():
         b.since(_stats(10, 1.0, (1.0,)))
     with pytest.raises(vecenv.errors.InvalidArgumentError, match="must be a Stats"):
         b.since(None)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------ caller_share
+def _loop_stats(batch, batches, policy_s, env_s, workers=1, in_process=False):
+    """The snapshot of ``batches`` partial batches of ``batch`` envs: the
+    policy ``policy_s`` a call, each env-step ``env_s`` of the workers'."""
+    steps = batch * batches
+    return vecenv.Stats(
+        batches=batches,
+        env_steps=steps,
+        caller_s=batches * policy_s,
+        in_call_s=1.0,
+        worker_busy_s=(steps * env_s / workers,) * workers,
+        in_process=in_process,
+    )
+
+
+@pytest.mark.parametrize(
+    "num_envs, batch, policy_s, env_s, workers, want",
+    [
+        # Pong x16 in halves (rollout.py): 2 calls of 3.8 ms a pass, 0.7 ms a step:
+        # (16 * 0.7 - 2 * 3.8) / (2 * 0.7) = 2.57.
+        (16, 8, 3.8e-3, 0.7e-3, 1, 2),
+        (16, 8, 3.8e-3, 0.7e-3, 2, 0),  # two workers: (11.2 - 15.2) / 2.1 < 0
+        (16, 4, 1.0e-3, 1.0e-3, 1, 6),  # 4 calls: (16 - 4) / 2
+        (16, 8, 0.0, 1.0e-3, 3, 4),  # no policy: an equal share of four
+        (16, 8, 0.4e-3, 5e-6, 1, 0),  # CartPole's MLP beside 5 us steps
+        (4, 2, 0.0, 1.0, 1, 2),
+    ],
+)
+def test_caller_share_balances_the_policy_and_the_envs(
+    num_envs, batch, policy_s, env_s, workers, want
+):
+    s = _loop_stats(batch, 100, policy_s, env_s, workers)
+    assert s.caller_share(num_envs) == want
+
+
+def test_caller_share_is_zero_before_any_step_and_refuses_what_it_cannot_judge():
+    assert _loop_stats(8, 0, 1e-3, 1e-3).caller_share(16) == 0
+    with pytest.raises(vecenv.errors.InvalidArgumentError, match="num_workers=0"):
+        _loop_stats(8, 10, 1e-3, 1e-3, in_process=True).caller_share(16)
+    for bad in (0, True, 2.0):
+        with pytest.raises(vecenv.errors.InvalidArgumentError, match="num_envs must be"):
+            _loop_stats(8, 10, 1e-3, 1e-3).caller_share(bad)
+
+
+@pytest.mark.timeout(60)
+def test_caller_share_of_a_live_loop_follows_the_callers_time():
+    # Envs of 2 ms a step, partial batches of 4 on one worker: a caller that
+    # does nothing between calls could step nearly half the envs; one whose
+    # policy takes longer than the worker's whole pass, none.
+    n = 8
+    fns = [functools.partial(SleepEnv, e, fast_s=2e-3, slow_prob=0.0) for e in range(n)]
+    with vecenv.ShmemVecEnv(fns, num_workers=1, batch_size=4) as venv:
+        for policy_s, want in ((0.0, (3, 4)), (40e-3, (0, 0))):
+            venv.reset()
+            before = venv.stats()
+            for _ in range(10):
+                _, _, _, _, ids = venv.recv()
+                time.sleep(policy_s)
+                venv.send(np.zeros(len(ids), np.int64), ids)
+            k = venv.stats().since(before).caller_share(n)
+            assert want[0] <= k <= want[1], venv.stats().since(before)

@@ -34,7 +34,8 @@ class EngineOptions:
 
     Every front end builds one from its keyword arguments (or takes one as
     ``engine_options=``), so each value is checked the same way everywhere.
-    Checked here: ``inline`` (a bool), the durations (``timeout`` and ``start_timeout`` > 0 or
+    Checked here: ``inline`` (a bool), ``inline_envs`` (an int >= 1, with
+    ``inline``), the durations (``timeout`` and ``start_timeout`` > 0 or
     None, ``spin`` >= 0 or None, in seconds), ``autoreset_mode`` (any
     spelling; stored as the engine's name), ``context``,
     ``on_worker_death`` and ``max_restarts``. ``num_workers``,
@@ -50,6 +51,7 @@ class EngineOptions:
     num_workers: Any = None
     envs_per_worker: Optional[int] = None
     inline: bool = False
+    inline_envs: Optional[int] = None
     batch_size: Optional[int] = None
     context: Optional[str] = None
     copy: bool = True
@@ -71,6 +73,15 @@ class EngineOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.inline, (bool, np.bool_)):
             raise InvalidArgumentError(f"inline must be a bool, got {self.inline!r}")
+        k = self.inline_envs
+        if k is not None:
+            if not isinstance(k, (int, np.integer)) or isinstance(k, (bool, np.bool_)) or k < 1:
+                raise InvalidArgumentError(f"inline_envs must be an int >= 1 or None, got {k!r}")
+            if not self.inline:
+                raise InvalidArgumentError(
+                    f"inline_envs={k} is the caller's share of inline=True: pass inline=True "
+                    "too, or leave inline_envs out"
+                )
         check_seconds("timeout", self.timeout)
         check_seconds("start_timeout", self.start_timeout)
         check_seconds("spin", self.spin, zero_ok=True)

@@ -16,6 +16,7 @@ import numpy as np
 
 from vecenv._autolayout import FOLLOW_S, Layout, auto_layout, default_spin
 from vecenv._cpus import usable_cpus
+from vecenv._options import EngineOptions
 from vecenv.errors import InvalidArgumentError
 
 
@@ -40,20 +41,14 @@ class Plan:
 
 def plan_layout(
     env_fns: List[Callable[[], Any]],
+    options: EngineOptions,
     *,
-    num_workers: Any,
-    envs_per_worker: Optional[int],
-    inline: bool = False,
-    spin: Optional[float],
-    timeout: Optional[float],
     batch_size: Optional[int] = None,
-    cpu_affinity: Any,
-    on_worker_death: str,
     check_affinity: Callable[[Any, int], Any],
-    start_timeout: Optional[float] = None,
     default: str = "auto",
 ) -> Plan:
-    """Resolve ShmemVecEnv's layout options into a :class:`Plan`.
+    """Resolve ShmemVecEnv's layout options (of ``options``, with
+    ``batch_size`` checked against the envs) into a :class:`Plan`.
 
     ``num_workers=0`` runs in process, ``"auto"`` probes ``env_fns[0]``
     (:func:`auto_layout`; call this after every other argument check, since
@@ -74,19 +69,24 @@ def plan_layout(
     CartPole x16 42.5k against 37.1k env-steps/s, x64 157k / 136k, Pong x16
     2.4k / 1.9k, HalfCheetah x16 23.7k / 15.0k).
     ``inline=True`` splits the envs into ``num_workers + 1`` shares (default
-    one per usable core, at least two), the first the caller's.
+    one per usable core, at least two), the first the caller's; with
+    ``inline_envs=k`` the caller's share is envs ``[0, k)`` and the workers
+    (default one per usable core but one, at least one) share the rest.
 
     Raises
     ------
     InvalidArgumentError
         A bad ``num_workers``, ``envs_per_worker`` or ``cpu_affinity``, an
-        option the in-process engine cannot honour, or ``inline=True`` with
-        ``"auto"`` or partial batches.
+        option the in-process engine cannot honour, ``inline=True`` with
+        ``"auto"``, or ``inline_envs`` that leaves no env to the workers.
     """
     from vecenv import _inprocess
     from vecenv._options import check_auto_workers, in_process
     from vecenv._pool import plan_workers
 
+    num_workers, envs_per_worker = options.num_workers, options.envs_per_worker
+    inline, inline_envs, spin = bool(options.inline), options.inline_envs, options.spin
+    timeout, cpu_affinity = options.timeout, options.cpu_affinity
     num_envs = len(env_fns)
     spin_given = spin is not None
     defaulted = num_workers is None and envs_per_worker is None and not inline
@@ -100,9 +100,12 @@ def plan_layout(
     inproc = in_process(num_workers, envs_per_worker)
     cpus = usable_cpus()
     if inline and not inproc:
-        _check_inline(auto, lockstep, batch_size, num_envs)
+        _check_inline(auto)
         _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity, what="inline=True")
-        ranges = _inline_ranges(num_envs, num_workers, envs_per_worker, cpus)
+        if inline_envs is None:
+            ranges = _inline_ranges(num_envs, num_workers, envs_per_worker, cpus)
+        else:
+            ranges = _caller_share(num_envs, int(inline_envs), num_workers, envs_per_worker, cpus)
         inproc = len(ranges) == 1  # one env: the caller steps it
     elif inproc:  # the envs step in this process, as one worker's
         _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
@@ -116,7 +119,7 @@ def plan_layout(
         check_affinity(cpu_affinity, 1)
         try:
             _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
-            allowed = on_worker_death != "restart"
+            allowed = options.on_worker_death != "restart"
         except InvalidArgumentError:  # an option only worker processes honour
             allowed = False
         layout = auto_layout(
@@ -125,7 +128,7 @@ def plan_layout(
             cpus,
             inprocess=allowed,
             inline_candidates=allowed and lockstep,  # the caller's share steps in each call
-            limit_s=start_timeout,
+            limit_s=options.start_timeout,
         )
         inline = layout.inline
         if layout.num_workers == 0:
@@ -197,21 +200,49 @@ def _inline_ranges(
     return plan_workers(num_envs, None if num_workers is None else num_workers + 1, envs_per_worker)
 
 
-def _check_inline(auto: bool, lockstep: bool, batch_size: Any, num_envs: int) -> None:
-    """Refuse ``inline=True`` with ``num_workers="auto"`` or partial batches.
+def _caller_share(
+    num_envs: int, k: int, num_workers: Any, envs_per_worker: Optional[int], cpus: int
+) -> List[Tuple[int, int]]:
+    """The shares of ``inline_envs=k``: envs ``[0, k)`` the caller's, the
+    rest spread evenly over ``num_workers`` worker processes (default one
+    per usable core but one, at least one) or in shares of
+    ``envs_per_worker``.
 
     Raises
     ------
     InvalidArgumentError
-        Either combination (the message names both arguments).
+        ``k`` leaves no env to the workers, or ``num_workers`` is not a
+        positive int or None.
+    """
+    from vecenv._pool import plan_workers
+
+    if k >= num_envs:
+        raise InvalidArgumentError(
+            f"inline_envs={k} leaves no env to the worker processes of num_envs={num_envs}: "
+            f"pass inline_envs below {num_envs}, or num_workers=0 to step every env here"
+        )
+    if num_workers is not None and (
+        not isinstance(num_workers, (int, np.integer)) or isinstance(num_workers, bool)
+    ):
+        raise InvalidArgumentError(
+            f"num_workers must be a positive int or None, got {num_workers!r}"
+        )
+    if num_workers is None and envs_per_worker is None:
+        num_workers = max(1, cpus - 1)
+    rest = plan_workers(num_envs - k, num_workers, envs_per_worker)
+    return [(0, k)] + [(lo + k, hi + k) for lo, hi in rest]
+
+
+def _check_inline(auto: bool) -> None:
+    """Refuse ``inline=True`` with ``num_workers="auto"``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        The message names both arguments.
     """
     if auto:
         raise InvalidArgumentError(
             "inline=True and num_workers='auto' were both given: 'auto' chooses whether the "
             "caller steps a share of the envs; pass one of them"
-        )
-    if not lockstep:
-        raise InvalidArgumentError(
-            f"inline=True steps the caller's share inside each call, so it needs lockstep; got "
-            f"batch_size={batch_size} < num_envs={num_envs}: pass inline=False for partial batches"
         )

@@ -104,6 +104,58 @@ class Stats:
             in_process=self.in_process,
         )
 
+    def caller_share(self, num_envs: int) -> int:
+        """How many envs the caller could step itself (``inline=True,
+        inline_envs=k``) in the time its policy leaves it, judged from a
+        snapshot of a vec env whose envs all run in worker processes
+        (``inline=False``), typically one with partial batches.
+
+        Per pass over the ``num_envs`` envs the caller runs ``g`` policy
+        calls (``g = num_envs`` over the env-steps per batch) of ``P``
+        seconds each (``caller_s`` per batch), and the ``w`` workers spend
+        ``E`` seconds per env-step (``worker_busy_s`` per env-step). With
+        ``k`` envs of its own the caller's part of a pass, ``g P + k E``,
+        equals each worker's, ``(num_envs - k) E / w``, at
+        ``k = (num_envs E - w g P) / ((w + 1) E)``, rounded down here. The
+        case it serves: a policy that takes a fraction of a pass, beside
+        envs that step in milliseconds (CleanRL-style PPO on Pong x16 with
+        one worker, ``benchmarks/rollout.py``), where the caller would
+        otherwise wait in ``recv`` while the worker steps every env.
+
+        Returns
+        -------
+        int
+            ``k`` in ``[0, num_envs - 1]``: 0 when the policy fills the
+            caller's share already (envs that step in microseconds, as a rule),
+            and before any step.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``num_envs`` is not an int >= 1, or the snapshot has no worker
+            processes (``num_workers=0``: there is nothing to share).
+        """
+        if (
+            not isinstance(num_envs, (int, np.integer))
+            or isinstance(num_envs, bool)
+            or num_envs < 1
+        ):
+            raise InvalidArgumentError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        if self.in_process:
+            raise InvalidArgumentError(
+                "caller_share() needs the stats of a vec env with worker processes; with "
+                "num_workers=0 the caller steps every env already"
+            )
+        busy = sum(self.worker_busy_s)
+        if self.batches == 0 or self.env_steps == 0 or busy <= 0:
+            return 0
+        w = len(self.worker_busy_s)
+        env_s = busy / self.env_steps  # E: env time per env-step
+        calls = num_envs * self.batches / self.env_steps  # g: policy calls per pass
+        policy_s = self.caller_s / self.batches  # P
+        k = (num_envs * env_s - w * calls * policy_s) / ((w + 1) * env_s)
+        return int(min(max(k + 1e-9, 0.0), num_envs - 1))  # 1e-9: 3.9999... is 4
+
     @property
     def verdict(self) -> str:
         """``"env-bound"``, ``"policy-bound"``, ``"overhead-bound"``, or
@@ -138,7 +190,11 @@ class Stats:
         if verdict == "env-bound":
             if self.in_process:
                 return "the envs dominate: worker processes (num_workers=2 or more) run them in parallel"
-            return "the envs dominate: more workers, up to the free cores, if cores are idle"
+            return (
+                "the envs dominate: more workers, up to the free cores, if cores are idle, "
+                "or the caller stepping a share while it would wait (inline=True; "
+                "inline_envs=stats().caller_share(num_envs) sizes it beside a policy)"
+            )
         if verdict == "overhead-bound":
             if self.in_process:
                 return "the parent's own work dominates: check_actions/copy=False may help"

@@ -103,10 +103,14 @@ class ShmemVecEnv(EngineVecEnv):
         global generators (they are the caller's).
     inline : bool
         True: the calling process steps the first of ``num_workers + 1``
-        shares of the envs while the worker processes step the others
-        (default one share per usable core). Lockstep only; ``timeout`` and
-        ``cpu_affinity`` are refused, as with ``num_workers=0``; ``"auto"``
-        considers it (docs/guides/layout.md). Default False.
+        shares (default one per usable core) in each ``step``, or each
+        ``send`` of a batch holding some of them, while the workers step
+        the others. Refuses ``timeout`` and ``cpu_affinity`` as
+        ``num_workers=0`` does; ``"auto"`` considers it in lockstep
+        (docs/guides/layout.md). Default False.
+    inline_envs : int, optional
+        With ``inline=True``: the caller's share is envs ``[0, inline_envs)``,
+        the workers share the rest; sized by :meth:`Stats.caller_share`.
     batch_size : int, optional
         Envs returned by :meth:`recv` (default num_envs: lockstep).
     context : str, optional
@@ -245,6 +249,7 @@ class ShmemVecEnv(EngineVecEnv):
         num_workers: Union[int, str, None] = None,
         envs_per_worker: Optional[int] = None,
         inline: bool = False,
+        inline_envs: Optional[int] = None,
         batch_size: Optional[int] = None,
         context: Optional[str] = None,
         copy: bool = True,
@@ -288,16 +293,9 @@ class ShmemVecEnv(EngineVecEnv):
         # After every other check: num_workers="auto" builds an env to time it.
         plan = plan_layout(
             env_fns,
-            num_workers=num_workers,
-            envs_per_worker=envs_per_worker,
-            inline=bool(inline),
+            keywords,
             batch_size=batch_size,
-            spin=spin,
-            timeout=timeout,
-            cpu_affinity=cpu_affinity,
-            on_worker_death=on_worker_death,
             check_affinity=check_affinity,
-            start_timeout=start_timeout,
             default=_default_layout,
         )
         #: The layout this vec env runs with (see :class:`vecenv._autolayout.Layout`).
