@@ -268,6 +268,7 @@ class Partial:
     """A vec env stepped in halves: ``start()``, ``recv() -> (obs, rew, done, ids)``, ``send(a, ids)``."""
 
     partial = True
+    vec: Any = None  # vecenv's own vec env, for its stats()
 
     def __init__(self, start, recv, send, close, batch_size, layout=None):
         self.start, self.recv, self.send, self.close = start, recv, send, close
@@ -335,7 +336,29 @@ def open_vecenv_partial(c, **kw):
         o, r, d, _, ids = venv.recv()
         return o, r, d, ids
 
-    return Partial(venv.reset, recv, venv.send, venv.close, bs, _vecenv_layout(venv))
+    part = Partial(venv.reset, recv, venv.send, venv.close, bs, _vecenv_layout(venv))
+    part.vec = venv
+    return part
+
+
+def open_vecenv_share(c):
+    """Partial batches with the caller's share that ``stats().caller_share``
+    computes from a calibration run of the default partial layout (the
+    policy in the loop, ``CALIBRATE_S`` twice: a warm-up, then the measure),
+    as a user would size it; the default partial layout where that is 0."""
+    probe = open_vecenv_partial(c)
+    try:
+        vec = probe.vec
+        run = Run(probe, Policy(vec.observation_space, vec.action_space, c["n"], c["seed"]), c["n"])
+        run.go(CALIBRATE_S)
+        before = vec.stats()
+        run.go(CALIBRATE_S)
+        k = vec.stats().since(before).caller_share(c["n"])
+    finally:
+        probe.close()
+    part = open_vecenv_partial(c, **({"inline": True, "inline_envs": k} if k else {}))
+    part.layout["inline_envs"] = k
+    return part
 
 
 def _envpool(c, batch_size):
@@ -463,6 +486,12 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
         True,
     ),
     "vecenv_async": ("vecenv send/recv (batch n/2)", open_vecenv_partial, True, True),
+    "vecenv_async_share": (
+        "vecenv send/recv n/2, the caller's share from stats().caller_share",
+        open_vecenv_share,
+        True,
+        True,
+    ),
     # Opt-in: what the default layout loses to.
     "vecenv_spin0": ("vecenv default, spin=0", lambda c: open_vecenv(c, spin=0.0), False, True),
     "vecenv_spin1ms": (
@@ -509,6 +538,7 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
         True,
     ),
 }
+CALIBRATE_S = 0.5  # seconds of each of vecenv_async_share's two calibration runs
 BOUND_S = {False: 0.3, True: 0.1}  # seconds of each of the bound's 3 timings a round (--quick)
 PEERS_PYTHON = ("gym_sync", "gym_async", "sb3", "pufferlib")  # Python envs, as vecenv's
 QUICK_CONTENDERS = ["gym_sync", "vecenv", "vecenv_inprocess", "vecenv_async"]
