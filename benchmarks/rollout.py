@@ -59,6 +59,7 @@ Writes ``benchmarks/results/local/rollout-<UTC time>.json`` (git-ignored;
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -344,16 +345,20 @@ def open_vecenv_partial(c, **kw):
 def open_vecenv_share(c):
     """Partial batches with the caller's share that ``stats().caller_share``
     computes from a calibration run of the default partial layout (the
-    policy in the loop, ``CALIBRATE_S`` twice: a warm-up, then the measure),
-    as a user would size it; the default partial layout where that is 0."""
+    policy in the loop, ``CALIBRATE_S`` twice: a warm-up, then the measure;
+    the PPO updates' time left out, as a user would snapshot around the
+    rollout alone); the default partial layout where that is 0."""
     probe = open_vecenv_partial(c)
     try:
         vec = probe.vec
         run = Run(probe, Policy(vec.observation_space, vec.action_space, c["n"], c["seed"]), c["n"])
         run.go(CALIBRATE_S)
         before = vec.stats()
-        run.go(CALIBRATE_S)
-        k = vec.stats().since(before).caller_share(c["n"])
+        res = run.go(CALIBRATE_S)
+        # The caller's time between calls, less the PPO updates (the rollout's policy alone).
+        loop = vec.stats().since(before)
+        loop = dataclasses.replace(loop, caller_s=max(0.0, loop.caller_s - res["update_s"]))
+        k = loop.caller_share(c["n"])
     finally:
         probe.close()
     part = open_vecenv_partial(c, **({"inline": True, "inline_envs": k} if k else {}))

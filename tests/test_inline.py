@@ -67,11 +67,18 @@ def test_layout_shares_and_processes():
 def test_inline_envs_sizes_the_callers_share_and_the_workers_share_the_rest():
     kw = {"inline": True, "inline_envs": 1, "copy": False}
     with vecenv.ShmemVecEnv(payload_fns(7), num_workers=2, **kw) as venv:
+        lay = venv.layout
         assert venv._pool.ranges == [(0, 1), (1, 4), (4, 7)]
-        assert (venv.layout.num_workers, venv.layout.envs_per_worker) == (2, 3)
+        assert (lay.num_workers, lay.envs_per_worker, lay.inline_envs) == (2, 3, 1)
+        assert "the caller stepping envs [0, 1) (inline_envs)" in lay.why
         assert venv.reset()[:, 0].tolist() == list(range(7))
         obs, *_ = venv.step(np.arange(7) % 5)
         assert obs.tolist() == [[i, 1, i % 5] for i in range(7)]
+        assert venv.get_attr("t") == [1] * 7  # calls reach the uneven shares in env order
+        assert venv.env_method("_obs", indices=[0, 3, 6])[1].tolist() == [3, 1, 3]
+    with vecenv.ShmemVecEnv(payload_fns(7), num_workers=2, inline=True, inline_envs=5) as venv:
+        assert venv._pool.ranges == [(0, 5), (5, 6), (6, 7)]
+        assert venv.layout.envs_per_worker == 1  # the workers' share, not the caller's
     with vecenv.ShmemVecEnv(payload_fns(7), envs_per_worker=2, **kw) as venv:
         assert venv._pool.ranges == [(0, 1), (1, 3), (3, 5), (5, 7)]
         assert venv.layout.num_workers == 3
@@ -79,6 +86,15 @@ def test_inline_envs_sizes_the_callers_share_and_the_workers_share_the_rest():
         cores = len(os.sched_getaffinity(0))
         assert venv._pool.ranges[0] == (0, 1)
         assert venv.layout.num_workers == min(6, max(1, cores - 1))
+
+
+def test_inline_envs_zero_is_inline_false_and_num_workers_zero_steps_every_env_here():
+    with vecenv.ShmemVecEnv(payload_fns(4), num_workers=2, inline=True, inline_envs=0) as venv:
+        lay = venv.layout
+        assert (lay.inline, lay.inline_envs, lay.num_workers) == (False, None, 2)
+        assert "caller" not in lay.why and venv.reset()[:, 0].tolist() == [0, 1, 2, 3]
+    with vecenv.ShmemVecEnv(payload_fns(4), num_workers=0, inline=True, inline_envs=2) as venv:
+        assert venv.in_process and venv.layout.inline_envs is None  # every env is the caller's
 
 
 def test_the_default_share_count_is_one_per_usable_core():
@@ -156,10 +172,11 @@ def test_a_worker_that_dies_is_named_and_reset_starts_it_again():
         assert obs.tolist() == [[i, 1, 2] for i in range(4)]
 
 
-def test_restart_on_worker_death_keeps_the_callers_share():
-    with vecenv.ShmemVecEnv(
-        payload_fns(4), num_workers=1, inline=True, on_worker_death="restart"
-    ) as venv:
+@pytest.mark.parametrize("share", [None, 1])
+def test_restart_on_worker_death_keeps_the_callers_share(share):
+    kw = {"inline_envs": share, "on_worker_death": "restart"}
+    with vecenv.ShmemVecEnv(payload_fns(4), num_workers=1, inline=True, **kw) as venv:
+        mine = venv._pool.ranges[0][1]
         venv.reset()
         venv.step(np.zeros(4, np.int64))
         os.kill(venv._pool.procs[1].pid, signal.SIGKILL)
@@ -168,9 +185,9 @@ def test_restart_on_worker_death_keeps_the_callers_share():
             if dones.any():
                 break
             time.sleep(0.01)
-        assert dones.tolist() == [False, False, True, True]
-        assert infos[2]["worker_restarted"] and infos[3]["worker_restarted"]
-        assert obs[:, 1].tolist()[:2] == [obs[0, 1]] * 2 and obs[0, 1] >= 2
+        assert dones.tolist() == [i >= mine for i in range(4)]
+        assert all(infos[i]["worker_restarted"] for i in range(mine, 4))
+        assert obs[:, 1].tolist()[:mine] == [obs[0, 1]] * mine and obs[0, 1] >= 2
 
 
 # ------------------------------------------------------------ calls
@@ -330,9 +347,14 @@ def test_close_closes_both_shares_and_leaks_nothing(request):
         ({"timeout": 5.0}, "timeout=5.0 cannot be enforced with inline=True"),
         ({"cpu_affinity": True}, "cpu_affinity=True is not taken with inline=True"),
         ({"inline_envs": 4}, r"inline_envs=4 leaves no env .* num_envs=4"),
-        ({"inline_envs": 0}, "inline_envs must be an int >= 1 or None, got 0"),
-        ({"inline_envs": True}, "inline_envs must be an int >= 1 or None, got True"),
-        ({"inline_envs": 1.0}, r"inline_envs must be an int >= 1 or None, got 1\.0"),
+        ({"inline_envs": -1}, "inline_envs must be an int >= 0 or None, got -1"),
+        ({"inline_envs": True}, "inline_envs must be an int >= 0 or None, got True"),
+        ({"inline_envs": 1.0}, r"inline_envs must be an int >= 0 or None, got 1\.0"),
+        ({"inline_envs": 1, "num_workers": 4}, "num_workers=4 worker processes for the 3 envs"),
+        (
+            {"inline_envs": 1, "num_workers": 2, "envs_per_worker": 1},
+            r"do not fit .* \(the workers' envs: num_envs=4 less inline_envs=1\)",
+        ),
         ({"inline": False, "inline_envs": 2}, "inline_envs=2 is the caller's share of inline=True"),
         ({"num_workers": "auto"}, "inline=True and num_workers='auto'"),
         ({"inline": 1}, "inline must be a bool, got 1"),
@@ -455,6 +477,22 @@ def test_an_env_error_with_partial_batches_names_the_env_and_reset_recovers(bad)
             venv.recv()
         seen = _partial_loop(venv, 30, np.random.default_rng(bad))
         assert seen.sum() == 90
+
+
+@pytest.mark.timeout(60, method="thread")  # SIGALRM is the test's own
+def test_ctrl_c_inside_the_callers_share_of_a_send_then_reset_is_exact():
+    fns = [functools.partial(SlowEnv, i) for i in range(6)]
+    kw = {"inline": True, "inline_envs": 2, "num_workers": 1, "batch_size": 3}
+    with Alarm() as alarm:
+        with vecenv.ShmemVecEnv(fns, **kw) as venv:
+            venv.reset()
+            _, _, _, _, ids = venv.recv()
+            assert 0 in ids.tolist()  # the caller's envs, reset at once, come first
+            hit, _ = alarm.run(0.001, venv.send, np.full(3, 2, np.int64), ids)  # env 0's sleep
+            assert hit and alarm.fired == 1
+            assert venv._state.name == "NEEDS_RESET" and venv._collector.ctrl.cut
+            seen = _partial_loop(venv, 20, np.random.default_rng(5))
+            assert seen.sum() == 60
 
 
 @pytest.mark.timeout(120, method="thread")  # SIGALRM is the fuzz's

@@ -1,6 +1,7 @@
 """ShmemVecEnv.stats() (vecenv._stats): where the time goes, and the verdict,
 for a deliberately slow env, a deliberately slow caller, and partial batches."""
 
+import dataclasses
 import functools
 import time
 
@@ -216,6 +217,11 @@ def test_caller_share_is_zero_before_any_step_and_refuses_what_it_cannot_judge()
     assert _loop_stats(8, 0, 1e-3, 1e-3).caller_share(16) == 0
     with pytest.raises(vecenv.errors.InvalidArgumentError, match="num_workers=0"):
         _loop_stats(8, 10, 1e-3, 1e-3, in_process=True).caller_share(16)
+    inline = dataclasses.replace(_loop_stats(8, 10, 1e-3, 1e-3), inline=True)
+    with pytest.raises(vecenv.errors.InvalidArgumentError, match="inline=True"):
+        inline.caller_share(16)
+    with pytest.raises(vecenv.errors.InvalidArgumentError, match="16 env-steps per batch"):
+        _loop_stats(16, 10, 1e-3, 1e-3).caller_share(16)  # lockstep
     for bad in (0, True, 2.0):
         with pytest.raises(vecenv.errors.InvalidArgumentError, match="num_envs must be"):
             _loop_stats(8, 10, 1e-3, 1e-3).caller_share(bad)
@@ -238,3 +244,8 @@ def test_caller_share_of_a_live_loop_follows_the_callers_time():
                 venv.send(np.zeros(len(ids), np.int64), ids)
             k = venv.stats().since(before).caller_share(n)
             assert want[0] <= k <= want[1], venv.stats().since(before)
+        assert not venv.stats().inline
+    with vecenv.ShmemVecEnv(fns, num_workers=1, inline=True, inline_envs=3, batch_size=4) as v:
+        v.reset()
+        _, _, _, _, ids = v.recv()
+        assert v.stats().inline

@@ -153,12 +153,15 @@ class Layout:
     num_workers : int
         Worker processes; 0 means the envs step in the calling process.
     envs_per_worker : int
-        Envs of the busiest worker (all envs when ``num_workers`` is 0).
+        Envs of the busiest worker (all envs when ``num_workers`` is 0; with
+        ``inline=True`` the caller's share counts, unless ``inline_envs`` sized it).
     spin : float
         Seconds a waiting process polls before it sleeps (0: it sleeps at once).
     inline : bool
         The calling process steps the first share of envs (``inline=True``):
         ``num_workers`` worker processes step the other shares.
+    inline_envs : int or None
+        The caller's share when ``inline_envs`` sized it (envs ``[0, k)``), else None.
     follow : float
         Seconds up to which a waiting worker's poll follows the caller's time
         between two steps (the policy's): 1.5 times its recent mean, when
@@ -183,6 +186,7 @@ class Layout:
     predicted_batch_us: Optional[float] = None
     follow: float = 0.0
     inline: bool = False
+    inline_envs: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,7 +34,7 @@ class EngineOptions:
 
     Every front end builds one from its keyword arguments (or takes one as
     ``engine_options=``), so each value is checked the same way everywhere.
-    Checked here: ``inline`` (a bool), ``inline_envs`` (an int >= 1, with
+    Checked here: ``inline`` (a bool), ``inline_envs`` (an int >= 0, with
     ``inline``), the durations (``timeout`` and ``start_timeout`` > 0 or
     None, ``spin`` >= 0 or None, in seconds), ``autoreset_mode`` (any
     spelling; stored as the engine's name), ``context``,
@@ -75,8 +75,8 @@ class EngineOptions:
             raise InvalidArgumentError(f"inline must be a bool, got {self.inline!r}")
         k = self.inline_envs
         if k is not None:
-            if not isinstance(k, (int, np.integer)) or isinstance(k, (bool, np.bool_)) or k < 1:
-                raise InvalidArgumentError(f"inline_envs must be an int >= 1 or None, got {k!r}")
+            if not isinstance(k, (int, np.integer)) or isinstance(k, (bool, np.bool_)) or k < 0:
+                raise InvalidArgumentError(f"inline_envs must be an int >= 0 or None, got {k!r}")
             if not self.inline:
                 raise InvalidArgumentError(
                     f"inline_envs={k} is the caller's share of inline=True: pass inline=True "

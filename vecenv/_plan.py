@@ -86,6 +86,8 @@ def plan_layout(
 
     num_workers, envs_per_worker = options.num_workers, options.envs_per_worker
     inline, inline_envs, spin = bool(options.inline), options.inline_envs, options.spin
+    if inline_envs == 0:  # the caller steps no env: as inline=False
+        inline, inline_envs = False, None
     timeout, cpu_affinity = options.timeout, options.cpu_affinity
     num_envs = len(env_fns)
     spin_given = spin is not None
@@ -146,7 +148,10 @@ def plan_layout(
     if inproc:
         spin = 0.0  # nothing waits: every dispatch runs its round at once
     cores = check_affinity(cpu_affinity, workers)
-    n, per = 0 if inproc else workers - int(inline), max(hi - lo for lo, hi in ranges)
+    share = inline_envs if inline and inline_envs is not None else None  # the caller's, sized
+    # envs_per_worker: the busiest process's envs, the caller's share only when not sized.
+    sizes = [hi - lo for lo, hi in (ranges[1:] if share is not None else ranges)]
+    n, per = 0 if inproc else workers - int(inline), max(sizes)
     if auto:  # the probe's layout, with what the options decided
         why = f"the default layout, num_workers='auto': {layout.why}" if defaulted else layout.why
         layout = dataclasses.replace(
@@ -159,8 +164,13 @@ def plan_layout(
             inline=inline,
         )
     else:
-        why = f"the {chosen} layout" + (", the caller stepping the first share" if inline else "")
-        layout = Layout(n, per, float(spin), why=why, follow=follow, inline=inline)
+        why = f"the {chosen} layout"
+        if inline:
+            envs = "the first share" if share is None else f"envs [0, {share}) (inline_envs)"
+            why += f", the caller stepping {envs}"
+        layout = Layout(
+            n, per, float(spin), why=why, follow=follow, inline=inline, inline_envs=share
+        )
     return Plan(ranges, cores, layout)
 
 
@@ -229,7 +239,18 @@ def _caller_share(
         )
     if num_workers is None and envs_per_worker is None:
         num_workers = max(1, cpus - 1)
-    rest = plan_workers(num_envs - k, num_workers, envs_per_worker)
+    left = num_envs - k
+    if num_workers is not None and num_workers > left:
+        raise InvalidArgumentError(
+            f"num_workers={num_workers} worker processes for the {left} envs that "
+            f"inline_envs={k} leaves of num_envs={num_envs}: pass num_workers <= {left}"
+        )
+    try:
+        rest = plan_workers(left, num_workers, envs_per_worker)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(
+            f"{exc} (the workers' envs: num_envs={num_envs} less inline_envs={k})"
+        ) from None
     return [(0, k)] + [(lo + k, hi + k) for lo, hi in rest]
 
 

@@ -60,6 +60,9 @@ class Stats:
         on; :meth:`since` leaves out what came before a later snapshot.
     in_process : bool
         The envs run in the calling process (``num_workers=0``).
+    inline : bool
+        The caller steps a share of the envs (``inline=True``): entry 0 of
+        ``worker_busy_s`` is its own.
     """
 
     batches: int
@@ -68,6 +71,7 @@ class Stats:
     in_call_s: float
     worker_busy_s: Tuple[float, ...]
     in_process: bool
+    inline: bool = False
 
     def since(self, earlier: Stats) -> Stats:
         """What went between ``earlier`` (a ``stats()`` of the same vec env,
@@ -102,6 +106,7 @@ class Stats:
                 now - before for now, before in zip(self.worker_busy_s, earlier.worker_busy_s)
             ),
             in_process=self.in_process,
+            inline=self.inline,
         )
 
     def caller_share(self, num_envs: int) -> int:
@@ -132,8 +137,12 @@ class Stats:
         Raises
         ------
         InvalidArgumentError
-            ``num_envs`` is not an int >= 1, or the snapshot has no worker
-            processes (``num_workers=0``: there is nothing to share).
+            ``num_envs`` is not an int >= 1; the snapshot has no worker
+            processes (``num_workers=0``: there is nothing to share), has the
+            caller's share already (``inline=True``: its env time is not the
+            workers'), or is of lockstep batches (``num_envs`` env-steps per
+            batch: the policy never overlaps the envs there, and
+            ``inline=True`` alone gives the caller an equal share).
         """
         if (
             not isinstance(num_envs, (int, np.integer))
@@ -141,14 +150,20 @@ class Stats:
             or num_envs < 1
         ):
             raise InvalidArgumentError(f"num_envs must be an int >= 1, got {num_envs!r}")
-        if self.in_process:
+        if self.in_process or self.inline:
             raise InvalidArgumentError(
-                "caller_share() needs the stats of a vec env with worker processes; with "
-                "num_workers=0 the caller steps every env already"
+                "caller_share() needs the stats of a vec env whose envs all step in worker "
+                "processes; with num_workers=0 or inline=True the caller steps envs already"
             )
         busy = sum(self.worker_busy_s)
         if self.batches == 0 or self.env_steps == 0 or busy <= 0:
             return 0
+        if self.env_steps >= num_envs * self.batches:
+            raise InvalidArgumentError(
+                f"caller_share() sizes a share for partial batches, and these stats count "
+                f"{self.env_steps / self.batches:g} env-steps per batch of num_envs={num_envs} "
+                "(lockstep): there, inline=True gives the caller an equal share"
+            )
         w = len(self.worker_busy_s)
         env_s = busy / self.env_steps  # E: env time per env-step
         calls = num_envs * self.batches / self.env_steps  # g: policy calls per pass
@@ -192,8 +207,8 @@ class Stats:
                 return "the envs dominate: worker processes (num_workers=2 or more) run them in parallel"
             return (
                 "the envs dominate: more workers, up to the free cores, if cores are idle, "
-                "or the caller stepping a share while it would wait (inline=True; "
-                "inline_envs=stats().caller_share(num_envs) sizes it beside a policy)"
+                "or the caller stepping a share while it would wait (inline=True; with "
+                "partial batches, inline_envs=stats().caller_share(num_envs) sizes it)"
             )
         if verdict == "overhead-bound":
             if self.in_process:
@@ -216,7 +231,7 @@ class Stats:
         )
 
 
-def stats_of(clock: Any, busy_ns: Sequence[int], in_process: bool) -> Stats:
+def stats_of(clock: Any, busy_ns: Sequence[int], in_process: bool, inline: bool) -> Stats:
     """:class:`Stats` from the parent's clock (:class:`vecenv._core.StepClock`)
     and each worker's ``BUSY_NS`` word now."""
     return Stats(
@@ -226,4 +241,5 @@ def stats_of(clock: Any, busy_ns: Sequence[int], in_process: bool) -> Stats:
         in_call_s=clock.in_call_ns / 1e9,
         worker_busy_s=tuple(int(b) / 1e9 for b in busy_ns),
         in_process=in_process,
+        inline=inline,
     )

@@ -141,8 +141,12 @@ class Steps:
     def stats(self) -> _stats.Stats:
         """Where the time went (:class:`vecenv.Stats`)."""
         busy = self.col.busy_ns
+        pool = self.col.pool
         return _stats.stats_of(
-            self.clock, [] if busy is None else busy.tolist(), bool(self.col.pool.in_process)
+            self.clock,
+            [] if busy is None else busy.tolist(),
+            bool(pool.in_process),
+            bool(getattr(pool, "inline", False)),
         )
 
     def release(self) -> None:

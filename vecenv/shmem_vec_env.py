@@ -109,8 +109,10 @@ class ShmemVecEnv(EngineVecEnv):
         ``num_workers=0`` does; ``"auto"`` considers it in lockstep
         (docs/guides/layout.md). Default False.
     inline_envs : int, optional
-        With ``inline=True``: the caller's share is envs ``[0, inline_envs)``,
-        the workers share the rest; sized by :meth:`Stats.caller_share`.
+        With ``inline=True``: the caller's share is envs ``[0, inline_envs)``
+        (below num_envs; 0: none, as ``inline=False``), the workers (default
+        one per usable core but one) share the rest; sized by
+        :meth:`Stats.caller_share`.
     batch_size : int, optional
         Envs returned by :meth:`recv` (default num_envs: lockstep).
     context : str, optional
