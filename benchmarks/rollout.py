@@ -59,7 +59,6 @@ Writes ``benchmarks/results/local/rollout-<UTC time>.json`` (git-ignored;
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import os
@@ -345,9 +344,9 @@ def open_vecenv_partial(c, **kw):
 def open_vecenv_share(c):
     """Partial batches with the caller's share that ``stats().caller_share``
     computes from a calibration run of the default partial layout (the
-    policy in the loop, ``CALIBRATE_S`` twice: a warm-up, then the measure;
-    the PPO updates' time left out, as a user would snapshot around the
-    rollout alone); the default partial layout where that is 0."""
+    policy in the loop, ``CALIBRATE_S`` twice: a warm-up, then the measure,
+    with the parent's CPU time over it, PPO's updates left out), as a user
+    would size it; the default partial layout where that is 0."""
     probe = open_vecenv_partial(c)
     try:
         vec = probe.vec
@@ -355,10 +354,8 @@ def open_vecenv_share(c):
         run.go(CALIBRATE_S)
         before = vec.stats()
         res = run.go(CALIBRATE_S)
-        # The caller's time between calls, less the PPO updates (the rollout's policy alone).
-        loop = vec.stats().since(before)
-        loop = dataclasses.replace(loop, caller_s=max(0.0, loop.caller_s - res["update_s"]))
-        k = loop.caller_share(c["n"])
+        # The parent's CPU over the rollout, PPO's updates left out (Run.go).
+        k = vec.stats().since(before).caller_share(c["n"], caller_cpu_s=res["parent_cpu_s"])
     finally:
         probe.close()
     part = open_vecenv_partial(c, **({"inline": True, "inline_envs": k} if k else {}))
@@ -543,7 +540,7 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
         True,
     ),
 }
-CALIBRATE_S = 0.5  # seconds of each of vecenv_async_share's two calibration runs
+CALIBRATE_S = 1.0  # seconds of each of vecenv_async_share's two calibration runs
 BOUND_S = {False: 0.3, True: 0.1}  # seconds of each of the bound's 3 timings a round (--quick)
 PEERS_PYTHON = ("gym_sync", "gym_async", "sb3", "pufferlib")  # Python envs, as vecenv's
 QUICK_CONTENDERS = ["gym_sync", "vecenv", "vecenv_inprocess", "vecenv_async"]

@@ -213,6 +213,17 @@ def test_caller_share_balances_the_policy_and_the_envs(
     assert s.caller_share(num_envs) == want
 
 
+def test_caller_share_counts_the_callers_cpu_when_given():
+    # HalfCheetah-like: 80 us steps, a 0.3 ms policy per batch of 8, and 0.25 ms of
+    # the vec env's own work in the caller per batch, which caller_s does not see.
+    s = _loop_stats(8, 100, 0.3e-3, 80e-6)
+    assert s.caller_share(16) == 4  # (16 * 0.08 - 2 * 0.3) / 0.16 = 4.25
+    assert s.caller_share(16, caller_cpu_s=100 * 0.55e-3) == 1  # (1.28 - 1.1) / 0.16
+    assert s.caller_share(16, caller_cpu_s=100 * 1e-3) == 0
+    with pytest.raises(vecenv.errors.InvalidArgumentError, match="caller_cpu_s must be >= 0"):
+        s.caller_share(16, caller_cpu_s=-1.0)
+
+
 def test_caller_share_is_zero_before_any_step_and_refuses_what_it_cannot_judge():
     assert _loop_stats(8, 0, 1e-3, 1e-3).caller_share(16) == 0
     with pytest.raises(vecenv.errors.InvalidArgumentError, match="num_workers=0"):

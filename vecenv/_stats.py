@@ -15,7 +15,7 @@ in the parent, in C.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -109,23 +109,37 @@ class Stats:
             inline=self.inline,
         )
 
-    def caller_share(self, num_envs: int) -> int:
+    def caller_share(self, num_envs: int, caller_cpu_s: Optional[float] = None) -> int:
         """How many envs the caller could step itself (``inline=True,
         inline_envs=k``) in the time its policy leaves it, judged from a
-        snapshot of a vec env whose envs all run in worker processes
-        (``inline=False``), typically one with partial batches.
+        snapshot of a vec env with partial batches whose envs all run in
+        worker processes (``inline=False``).
 
-        Per pass over the ``num_envs`` envs the caller runs ``g`` policy
-        calls (``g = num_envs`` over the env-steps per batch) of ``P``
-        seconds each (``caller_s`` per batch), and the ``w`` workers spend
-        ``E`` seconds per env-step (``worker_busy_s`` per env-step). With
-        ``k`` envs of its own the caller's part of a pass, ``g P + k E``,
-        equals each worker's, ``(num_envs - k) E / w``, at
-        ``k = (num_envs E - w g P) / ((w + 1) E)``, rounded down here. The
-        case it serves: a policy that takes a fraction of a pass, beside
-        envs that step in milliseconds (CleanRL-style PPO on Pong x16 with
-        one worker, ``benchmarks/rollout.py``), where the caller would
-        otherwise wait in ``recv`` while the worker steps every env.
+        Per pass over the ``num_envs`` envs the caller does ``C`` seconds of
+        work: ``g`` batches (``g = num_envs`` over the env-steps per batch)
+        of its policy (``caller_s`` per batch), or, with ``caller_cpu_s``,
+        of its CPU time, the vec env's own work inside the calls included.
+        The ``w`` workers spend ``E`` seconds per env-step (``worker_busy_s``
+        per env-step). With ``k`` envs of its own the caller's part of a
+        pass, ``C + k E``, equals each worker's, ``(num_envs - k) E / w``, at
+        ``k = (num_envs E - w C) / ((w + 1) E)``, rounded down here. The case
+        it serves: a policy that takes a fraction of a pass, beside envs that
+        step in milliseconds (CleanRL-style PPO on Pong x16 with one worker,
+        ``benchmarks/rollout.py``), where the caller would otherwise wait in
+        ``recv`` while the worker steps every env.
+
+        Parameters
+        ----------
+        num_envs : int
+            The vec env's envs.
+        caller_cpu_s : float, optional
+            The calling process's CPU seconds over the same interval as this
+            snapshot (``time.process_time()`` before and after; leave out
+            your updates, as the snapshot should). Recommended: the vec env's
+            own work in the caller (collecting, copying, dispatching) is tens
+            of microseconds a batch, which beside envs of tens of
+            microseconds a step leaves no share to take (HalfCheetah x16:
+            ``caller_s`` alone asked for 2-3 envs, and each lost).
 
         Returns
         -------
@@ -137,7 +151,7 @@ class Stats:
         Raises
         ------
         InvalidArgumentError
-            ``num_envs`` is not an int >= 1; the snapshot has no worker
+            ``num_envs`` is not an int >= 1, ``caller_cpu_s`` is negative; the snapshot has no worker
             processes (``num_workers=0``: there is nothing to share), has the
             caller's share already (``inline=True``: its env time is not the
             workers'), or is of lockstep batches (``num_envs`` env-steps per
@@ -150,6 +164,8 @@ class Stats:
             or num_envs < 1
         ):
             raise InvalidArgumentError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        if caller_cpu_s is not None and not float(caller_cpu_s) >= 0:
+            raise InvalidArgumentError(f"caller_cpu_s must be >= 0 seconds, got {caller_cpu_s!r}")
         if self.in_process or self.inline:
             raise InvalidArgumentError(
                 "caller_share() needs the stats of a vec env whose envs all step in worker "
@@ -167,8 +183,11 @@ class Stats:
         w = len(self.worker_busy_s)
         env_s = busy / self.env_steps  # E: env time per env-step
         calls = num_envs * self.batches / self.env_steps  # g: policy calls per pass
-        policy_s = self.caller_s / self.batches  # P
-        k = (num_envs * env_s - w * calls * policy_s) / ((w + 1) * env_s)
+        if caller_cpu_s is None:
+            work = calls * self.caller_s / self.batches  # C: the policy, g times
+        else:
+            work = float(caller_cpu_s) * num_envs / self.env_steps  # C: its CPU per pass
+        k = (num_envs * env_s - w * work) / ((w + 1) * env_s)
         return int(min(max(k + 1e-9, 0.0), num_envs - 1))  # 1e-9: 3.9999... is 4
 
     @property
