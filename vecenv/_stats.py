@@ -111,7 +111,7 @@ class Stats:
 
     def caller_share(self, num_envs: int, caller_cpu_s: Optional[float] = None) -> int:
         """How many envs the caller could step itself (``inline=True,
-        inline_envs=k``) in the time its policy leaves it, judged from a
+        inline_envs=k``) in the time it would wait otherwise, judged from a
         snapshot of a vec env with partial batches whose envs all run in
         worker processes (``inline=False``).
 
@@ -151,9 +151,9 @@ class Stats:
         Raises
         ------
         InvalidArgumentError
-            ``num_envs`` is not an int >= 1, ``caller_cpu_s`` is negative; the snapshot has no worker
-            processes (``num_workers=0``: there is nothing to share), has the
-            caller's share already (``inline=True``: its env time is not the
+            ``num_envs`` is not an int >= 1 or ``caller_cpu_s`` is negative;
+            the snapshot has no worker processes (``num_workers=0``: there is
+            nothing to share), has the caller's share already (``inline=True``: its env time is not the
             workers'), or is of lockstep batches (``num_envs`` env-steps per
             batch: the policy never overlaps the envs there, and
             ``inline=True`` alone gives the caller an equal share).
