@@ -22,20 +22,26 @@ def _slow_env(e):
 @pytest.mark.parametrize("num_workers", [0, 1, 2])
 def test_a_slow_env_reads_env_bound_with_its_time_in_the_workers(num_workers):
     n, steps = 4, 10
-    with vecenv.ShmemVecEnv(
-        [functools.partial(_slow_env, e) for e in range(n)], num_workers=num_workers
-    ) as venv:
-        venv.reset()
-        for _ in range(steps):
-            venv.step(np.zeros(n, np.int64))
-        s = venv.stats()
-    assert s.batches == steps and s.env_steps == steps * n
-    assert len(s.worker_busy_s) == max(num_workers, 1)
     per_worker = n // max(num_workers, 1)
-    for busy in s.worker_busy_s:
-        # Each worker stepped its envs `steps` times (resets add a little).
-        assert busy >= 0.95 * steps * per_worker * STEP_S
-    assert s.in_call_s >= steps * per_worker * STEP_S * 0.95
+    # The verdict compares wall times: a VM that stalls a worker or the parent for
+    # milliseconds inside one try can tip it (2 workers on 2 cores read 0.67 of the
+    # call time once in CI, against the 0.7 that env-bound needs), so up to 3 tries.
+    for _ in range(3):
+        with vecenv.ShmemVecEnv(
+            [functools.partial(_slow_env, e) for e in range(n)], num_workers=num_workers
+        ) as venv:
+            venv.reset()
+            for _ in range(steps):
+                venv.step(np.zeros(n, np.int64))
+            s = venv.stats()
+        assert s.batches == steps and s.env_steps == steps * n
+        assert len(s.worker_busy_s) == max(num_workers, 1)
+        for busy in s.worker_busy_s:
+            # Each worker stepped its envs `steps` times (resets add a little).
+            assert busy >= 0.95 * steps * per_worker * STEP_S
+        assert s.in_call_s >= steps * per_worker * STEP_S * 0.95
+        if s.verdict == "env-bound":
+            break
     assert s.verdict == "env-bound", s
     assert "env" in s.advice and str(s).startswith("env-bound")
 
