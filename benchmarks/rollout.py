@@ -19,8 +19,9 @@ process (``num_workers=0``), ``num_workers="auto"`` and partial batches
 (``batch_size=num_envs//2``: the policy acts on one half while the other half
 steps, with ``recv``/``send``), the same with the caller's share that
 ``stats().caller_share`` sizes from a calibration run (``inline_envs``), and
-``inline=True`` (the caller steps one share while the workers step the others). Opt-in variants (``--contenders``) help find
-where the default layout loses time: ``spin=0``, ``spin`` of 1 ms, one
+``inline=True`` (the caller steps one share while the workers step the
+others). Opt-in variants (``--contenders``) help find where the default
+layout loses time: ``spin=0``, ``spin`` of 1 ms, one
 worker, workers pinned (``cpu_affinity=True``), partial batches with
 ``spin=0``. The peers that are not installed are skipped with a note.
 

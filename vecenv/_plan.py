@@ -189,12 +189,7 @@ def _inline_ranges(
     """
     from vecenv._pool import plan_workers
 
-    if num_workers is not None and (
-        not isinstance(num_workers, (int, np.integer)) or isinstance(num_workers, bool)
-    ):
-        raise InvalidArgumentError(
-            f"num_workers must be a positive int or None, got {num_workers!r}"
-        )
+    _check_share_workers(num_workers)
     if num_workers is not None and envs_per_worker is not None:
         need = -(-num_envs // envs_per_worker) - 1 if envs_per_worker >= 1 else None
         if need is not None and num_workers != need:
@@ -231,12 +226,7 @@ def _caller_share(
             f"inline_envs={k} leaves no env to the worker processes of num_envs={num_envs}: "
             f"pass inline_envs below {num_envs}, or num_workers=0 to step every env here"
         )
-    if num_workers is not None and (
-        not isinstance(num_workers, (int, np.integer)) or isinstance(num_workers, bool)
-    ):
-        raise InvalidArgumentError(
-            f"num_workers must be a positive int or None, got {num_workers!r}"
-        )
+    _check_share_workers(num_workers)
     if num_workers is None and envs_per_worker is None:
         num_workers = max(1, cpus - 1)
     left = num_envs - k
@@ -252,6 +242,22 @@ def _caller_share(
             f"{exc} (the workers' envs: num_envs={num_envs} less inline_envs={k})"
         ) from None
     return [(0, k)] + [(lo + k, hi + k) for lo, hi in rest]
+
+
+def _check_share_workers(num_workers: Any) -> None:
+    """Refuse a ``num_workers`` beside the caller's share that is not an int or None.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Names ``num_workers`` and what it got.
+    """
+    if num_workers is not None and (
+        not isinstance(num_workers, (int, np.integer)) or isinstance(num_workers, bool)
+    ):
+        raise InvalidArgumentError(
+            f"num_workers must be a positive int or None, got {num_workers!r}"
+        )
 
 
 def _check_inline(auto: bool) -> None:
