@@ -14,15 +14,15 @@ Cells: CartPole-v1 x16 and x64, ALE/Pong-v5 x16 (``AtariPreprocessing`` and
 with its reason where mujoco is missing). Contenders, all in the same run:
 gymnasium ``SyncVectorEnv`` and ``AsyncVectorEnv``, SB3's ``SubprocVecEnv``,
 envpool sync and async (its own C++ envs), ale-py's ``AtariVectorEnv`` (Pong),
-PufferLib's ``Multiprocessing`` backend, and vecenv: its default layout, in
-process (``num_workers=0``), ``num_workers="auto"`` and partial batches
-(``batch_size=num_envs//2``: the policy acts on one half while the other half
-steps, with ``recv``/``send``), the same with the caller's share that
-``stats().caller_share`` sizes from a calibration run (``inline_envs``), and
-``inline=True`` (the caller steps one share while the workers step the
-others). Opt-in variants (``--contenders``) help find where the default
-layout loses time: ``spin=0``, ``spin`` of 1 ms, one
-worker, workers pinned (``cpu_affinity=True``), partial batches with
+PufferLib's ``Multiprocessing`` backend (one worker per core but one), and
+vecenv: its default layout, in process (``num_workers=0``),
+``num_workers="auto"`` and partial batches (``batch_size=num_envs//2``: the
+policy acts on one half while the other half steps, with ``recv``/``send``),
+the same with the caller's share that ``stats().caller_share`` sizes from a
+calibration run (``inline_envs``), and ``inline=True`` (the caller steps one
+share while the workers step the others). Opt-in variants (``--contenders``)
+help find where the default layout loses time: ``spin=0``, ``spin`` of 1 ms,
+one worker, workers pinned (``cpu_affinity=True``), partial batches with
 ``spin=0``. The peers that are not installed are skipped with a note.
 
 Each cell reports the median env-steps/s of its rounds (the order rotates each
@@ -429,6 +429,21 @@ def open_ale_vector(c):
     return Lockstep(lambda: venv.reset(seed=c["seed"])[0], step, venv.close, {"own_envs": True})
 
 
+def pufferlib_workers(n: int, cores: int) -> int:
+    """PufferLib's ``num_workers`` for ``n`` envs: the most workers that
+    divide ``n`` (PufferLib requires it) and leave the learner a core.
+
+    PufferLib's ``recv()`` polls in Python until a worker is done, and its
+    workers poll too, so a worker per core left three pollers and the policy
+    on two cores (CartPole x16 in the loop, one run: 2.5k env-steps/s with 2
+    workers, 20.9k with 1). Its async mode (``batch_size=num_envs//2``) needs
+    2 workers: 3.6k in another run, so it is not a contender here."""
+    workers = max(1, min(cores - 1, n))
+    while n % workers:
+        workers -= 1
+    return workers
+
+
 def open_pufferlib(c):
     import pufferlib.emulation
     import pufferlib.vector
@@ -438,10 +453,7 @@ def open_pufferlib(c):
     def creator(buf=None, seed=0):
         return pufferlib.emulation.GymnasiumPufferEnv(env_creator=factory, buf=buf, seed=seed)
 
-    cores = c["cores"]
-    workers = max(1, min(cores, c["n"]))
-    while c["n"] % workers:
-        workers -= 1
+    workers = pufferlib_workers(c["n"], c["cores"])
     venv = pufferlib.vector.make(
         creator, backend=pufferlib.vector.Multiprocessing, num_envs=c["n"], num_workers=workers
     )
@@ -463,7 +475,7 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
     "envpool_sync": ("envpool sync (own envs)", open_envpool_sync, True, False),
     "envpool_async": ("envpool async n/2 (own envs)", open_envpool_async, True, False),
     "ale_vector": ("ale-py AtariVectorEnv (own preprocessing)", open_ale_vector, True, False),
-    "pufferlib": ("PufferLib Multiprocessing", open_pufferlib, True, False),
+    "pufferlib": ("PufferLib Multiprocessing (cores - 1 workers)", open_pufferlib, True, False),
     "vecenv": ("vecenv default layout", open_vecenv, True, True),
     "vecenv_inprocess": (
         "vecenv in process (num_workers=0)",

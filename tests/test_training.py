@@ -141,6 +141,16 @@ def test_schedule_limits_charge_the_policy_per_call():
     assert got["halves"] == pytest.approx(4 / 20e-3)
 
 
+def test_rollout_gives_pufferlib_workers_that_divide_the_envs_and_leave_a_core():
+    workers = _rollout_module().pufferlib_workers
+    assert workers(16, 2) == 1  # two pollers and the policy on two cores was 8x slower
+    assert workers(16, 1) == 1
+    assert workers(16, 16) == 8  # 15 does not divide 16
+    assert workers(64, 16) == 8
+    assert workers(3, 16) == 3
+    assert workers(7, 4) == 1
+
+
 @pytest.mark.timeout(60)
 def test_rollout_benchmark_rejects_an_unknown_contender(tmp_path):
     r = subprocess.run(
