@@ -417,15 +417,25 @@ def test_auto_layout_with_the_callers_share_runs():
 
 
 # ------------------------------------------------------------ partial batches
-def _partial_loop(venv, rounds, rng):
-    """``rounds`` recv/send pairs on PayloadEnvs with random actions; every
-    row must be what its env did. The times each env was received."""
+def _partial_loop(venv, rounds, rng, settle_s=0.0):
+    """``rounds`` recv/send pairs on PayloadEnvs with random actions, then
+    more until every env was received, for at most ``settle_s`` seconds;
+    every row must be what its env did. The times each env was received.
+
+    recv() takes the envs that finished first, and the caller steps its share
+    inside send(), so while a worker is slow to run, the caller's share comes
+    back alone (a stopped worker: 60 rounds of envs 0-2 of 6, then both
+    shares once it runs). 60 rounds take a few ms; in CI a wheel's tests once
+    saw none of the worker's envs in them."""
     n = venv.num_envs
     t = np.zeros(n, np.int64)
     last = np.full(n, -1, np.int64)
     seen = np.zeros(n, np.int64)
     assert venv.reset() is None
-    for _ in range(rounds):
+    done = 0
+    deadline = time.monotonic() + settle_s
+    while done < rounds or (not (seen > 0).all() and time.monotonic() < deadline):
+        done += 1
         obs, rew, dones, infos, ids = venv.recv()
         assert len(ids) == venv.batch_size == len(set(ids.tolist()))
         for j, e in enumerate(ids.tolist()):
@@ -445,7 +455,7 @@ def test_partial_batches_with_the_callers_share_return_what_each_env_did(share):
     with vecenv.ShmemVecEnv(payload_fns(6), **kw) as venv:
         lo, hi = venv._pool.ranges[0]
         assert (lo, hi) == (0, 3 if share is None else share)
-        seen = _partial_loop(venv, 60, np.random.default_rng(share or 0))
+        seen = _partial_loop(venv, 60, np.random.default_rng(share or 0), settle_s=10.0)
         assert (seen > 0).all()  # the worker's envs too, not the caller's alone
         assert venv.stats().worker_busy_s[0] > 0  # the caller stepped its share
 
