@@ -475,7 +475,7 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
     "envpool_sync": ("envpool sync (own envs)", open_envpool_sync, True, False),
     "envpool_async": ("envpool async n/2 (own envs)", open_envpool_async, True, False),
     "ale_vector": ("ale-py AtariVectorEnv (own preprocessing)", open_ale_vector, True, False),
-    "pufferlib": ("PufferLib Multiprocessing (cores - 1 workers)", open_pufferlib, True, False),
+    "pufferlib": ("PufferLib Multiprocessing (one core spared)", open_pufferlib, True, False),
     "vecenv": ("vecenv default layout", open_vecenv, True, True),
     "vecenv_inprocess": (
         "vecenv in process (num_workers=0)",

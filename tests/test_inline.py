@@ -425,8 +425,8 @@ def _partial_loop(venv, rounds, rng, settle_s=0.0):
     recv() takes the envs that finished first, and the caller steps its share
     inside send(), so while a worker is slow to run, the caller's share comes
     back alone (a stopped worker: 60 rounds of envs 0-2 of 6, then both
-    shares once it runs). 60 rounds take a few ms; in CI a wheel's tests once
-    saw none of the worker's envs in them."""
+    shares once it runs). 60 rounds take a few ms; in one CI run the tests of
+    two wheels saw none of the worker's envs in them."""
     n = venv.num_envs
     t = np.zeros(n, np.int64)
     last = np.full(n, -1, np.int64)
