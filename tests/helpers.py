@@ -169,6 +169,42 @@ class InfoEnv(gym.Env):
         return os.getpid()
 
 
+class ReusedInfoEnv(gym.Env):
+    """Returns one info dict, holding one array, from every reset and step and
+    changes both in place: ``t`` (and every element of ``arr``) is the step
+    count, 0 after a reset. Episodes terminate every ``length`` steps. The
+    case where an info taken after the automatic reset shows the reset's
+    values (gymnasium PR #1680)."""
+
+    def __init__(self, length=2):
+        self.observation_space = gym.spaces.Box(0.0, 100.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.length = length
+        self.t = 0
+        self.info = {"t": 0, "arr": np.zeros(2)}
+
+    def _now(self):
+        self.info["t"] = self.t
+        self.info["arr"][:] = self.t
+        return np.array([self.t], np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._now(), self.info
+
+    def step(self, action):
+        self.t += 1
+        return self._now(), 1.0, self.t == self.length, False, self.info
+
+
+LAYOUTS = {  # the layouts every front end runs in, by test id
+    "2-workers": {"num_workers": 2},
+    "in-process": {"num_workers": 0},
+    "inline": {"num_workers": 1, "inline": True},
+}
+
+
 # ------------------------------------------------------------ payloads of any size
 _PATTERN = (np.arange(256, dtype=np.int64) * 7 % 256).astype(np.uint8)
 

@@ -11,6 +11,7 @@ test_vector_env_info.py); the code here is ours.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import re
@@ -24,7 +25,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Sequence, Text, Tuple
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
-from helpers import WordSpace, describe
+from helpers import LAYOUTS, ReusedInfoEnv, WordSpace, describe
 
 import vecenv
 from vecenv import AsyncVectorEnv
@@ -1228,6 +1229,28 @@ def test_same_step_final_obs_is_taken_before_the_reset():
             np.testing.assert_array_equal(info["final_obs"][i], [2, 2, 2])
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS.values()), ids=list(LAYOUTS))
+def test_same_step_final_info_is_the_terminal_steps_when_the_env_reuses_its_info(layout):
+    # The env changes its one info dict (and the array in it) in place at reset:
+    # final_info must hold the terminal step's values, as SyncVectorEnv's does.
+    fns = [functools.partial(ReusedInfoEnv, length) for length in (2, 3)]
+    theirs = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    ours = AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP, **layout)
+    try:
+        a, b = [theirs.reset(seed=0)], [ours.reset(seed=0)]
+        for _ in range(7):
+            a.append(theirs.step(np.zeros(2, np.int64)))
+            b.append(ours.step(np.zeros(2, np.int64)))
+    finally:
+        theirs.close()
+        ours.close()
+    finals = [x[4]["final_info"] for x in a if "final_info" in x[-1]]
+    assert len(finals) == 4  # the reference: each ended env's final t is its length
+    assert all((f["t"] == np.where(f["_t"], [2, 3], 0)).all() for f in finals)
+    for x, y in zip(a, b):
+        assert data_equivalence(x, y, exact=True), (x, y)
 
 
 # ---------------------------------------------------------------- infos

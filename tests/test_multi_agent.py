@@ -80,6 +80,26 @@ class ScriptedEnv(ParallelEnv):
         return obs, rew, term, trunc, infos
 
 
+class ReusedInfoEnv(ScriptedEnv):
+    """Keeps one info dict per agent and changes it in place: ``t`` is the
+    step count, 0 after a reset (the case where the final info is taken after
+    the reset)."""
+
+    def reset(self, seed=None, options=None):
+        obs, _ = super().reset(seed, options)
+        self.infos = getattr(self, "infos", {a: {} for a in self.possible_agents})
+        for info in self.infos.values():
+            info["t"] = 0
+        return obs, {a: self.infos[a] for a in self.agents}
+
+    def step(self, actions):
+        agents = list(self.agents)
+        obs, rew, term, trunc, _ = super().step(actions)
+        for a in agents:
+            self.infos[a]["t"] = self.t
+        return obs, rew, term, trunc, {a: self.infos[a] for a in agents}
+
+
 class HeteroEnv(ScriptedEnv):
     """agent_2 sees a shorter observation and has fewer actions."""
 
@@ -242,6 +262,23 @@ def test_matches_a_plain_loop_with_agents_that_die_and_spawn(make_venv, black_de
             assert "final_obs" not in infos
         assert not (rew[~(r_mask | ended)] != 0).any() or black_death
     assert ended_rows > 5
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [1, 0])
+def test_final_info_is_the_terminal_steps_when_the_env_reuses_its_infos(make_venv, num_workers):
+    # agent_1 ends at t=2 (its env goes on), the others at t=4 (the env resets).
+    fn = functools.partial(ReusedInfoEnv, die_at=2, length=4)
+    venv = make_venv([fn] * 2, num_workers=num_workers)
+    venv.reset(seed=0)
+    finals = {}
+    for t in range(1, 9):
+        _, _, term, trunc, infos = venv.step(np.zeros(venv.num_envs, np.int64))
+        if (term | trunc).any():
+            final = infos["final_info"]
+            finals[t] = final["t"][final["_t"]].tolist()
+            np.testing.assert_array_equal(final["_t"], term | trunc)
+    assert finals == {2: [2, 2], 4: [4, 4, 4, 4], 6: [2, 2], 8: [4, 4, 4, 4]}
 
 
 @pytest.mark.timeout(60)

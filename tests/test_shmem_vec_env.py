@@ -15,7 +15,7 @@ import numpy as np
 import psutil
 import pytest
 from gymnasium import spaces
-from helpers import WordSpace, compare_rollout, describe
+from helpers import LAYOUTS, ReusedInfoEnv, WordSpace, compare_rollout, describe
 from reference import assert_tree_equal, rollout_loop, stack
 
 import vecenv
@@ -562,6 +562,42 @@ class ActionRecordingEnv(gym.Env):
 
     def last_action(self):
         return self.seen
+
+
+@pytest.mark.parametrize("batch_size", [None, 1], ids=["lockstep", "partial"])
+@pytest.mark.parametrize("layout", list(LAYOUTS.values()), ids=list(LAYOUTS))
+def test_same_step_final_info_is_the_terminal_steps_when_the_env_reuses_its_info(
+    layout, batch_size
+):
+    # ReusedInfoEnv changes its one info dict (and its array) in place at reset.
+    n, length = 2, 2
+    fns = [functools.partial(ReusedInfoEnv, length)] * n
+    with vecenv.ShmemVecEnv(
+        fns, autoreset_mode="same_step", batch_size=batch_size, **layout
+    ) as venv:
+        venv.reset()
+        if batch_size is not None:  # partial batches: the resets come through recv()
+            ids = [int(venv.recv()[4][0]) for _ in range(n)]
+        finals = []
+        for _ in range(3 * length):
+            if batch_size is None:
+                _, _, dones, infos = venv.step(np.zeros(n, np.int64))
+                ids = range(n)
+            else:
+                venv.send(np.zeros(n, np.int64), ids)
+                got = [venv.recv() for _ in range(n)]
+                dones = [d for g in got for d in g[2]]
+                infos = [x for g in got for x in g[3]]
+                ids = [int(i) for g in got for i in g[4]]
+            for i, done, info in zip(ids, dones, infos):
+                assert done == ("final_info" in info), (i, info)
+                if done:
+                    finals.append(info["final_info"])
+                    assert info["t"] == 0  # the reset's info beside it
+    assert len(finals) == 3 * n
+    for final in finals:
+        assert final["t"] == length
+        np.testing.assert_array_equal(final["arr"], [length, length])
 
 
 def test_reset_while_a_step_is_pending_cancels_it():

@@ -41,6 +41,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from vecenv import _layout
+from vecenv._worker import info_snapshot
 from vecenv.errors import InvalidArgumentError, SpaceError
 
 RESET_WHEN = ("all", "any")
@@ -464,8 +465,8 @@ class ParallelEnvAdapter(gymnasium.Env):
                 self._write_final(j, obs_d[a])
                 self._final_rows.append(j)
             inf = info_d.get(a) if has_info else None
-            if inf:
-                info.setdefault(INFO_FINAL, {})[j] = inf
+            if inf:  # copied: the reset below may change the env's dicts in place
+                info.setdefault(INFO_FINAL, {})[j] = info_snapshot(inf)
         if self.black_death:
             ended_set = set(ended)
             for j in range(len(self.possible_agents)):

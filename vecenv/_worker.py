@@ -719,7 +719,10 @@ class _Loop:
                 if reset_info:
                     info = {**info, RESET_INFO_KEY: reset_info}
             elif mode is _SAME_STEP:
-                final_obs, final_info = copy.deepcopy(obs), info
+                # Both copied before reset(), which may change the env's
+                # array or info dict in place (gymnasium's SyncVectorEnv
+                # batches them before its reset).
+                final_obs, final_info = copy.deepcopy(obs), info_snapshot(info)
                 self.ctrl.enter(self.spec.index, i, _AUTORESET)
                 obs, reset_info = env.reset()
                 # gymnasium's layout: final_info, final_obs, then the reset info's keys.
@@ -867,6 +870,16 @@ def _describe_leaves(obs, flatten) -> str:
                 continue
         out.append((tuple(a.shape), str(a.dtype)))
     return str(out)
+
+
+def info_snapshot(info):
+    """A copy of ``info`` that a later ``reset()`` of its env cannot change:
+    a deep copy, or where a value cannot be deep-copied (a lock, a handle) a
+    copy of the dict, whose values keep what they were when it was taken."""
+    try:
+        return copy.deepcopy(info)
+    except Exception:
+        return dict(info) if isinstance(info, dict) else info
 
 
 def _with_pickled(info, pickled, final_pickled):
