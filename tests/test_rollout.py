@@ -124,3 +124,34 @@ def test_refusals_name_what_is_wrong():
             Rollout(venv, order="fifo")
         with pytest.raises(vecenv.StateError, match=r"before Rollout\.reset"):
             Rollout(venv).step(np.zeros(2, np.int64))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("check_actions", [False, True])
+@pytest.mark.parametrize(
+    "layout",
+    [{"num_workers": 2}, {"num_workers": 0}, {"num_workers": 1, "inline": True}],
+    ids=["2 workers", "in process", "the caller's share"],
+)
+def test_a_refused_step_leaves_the_rollout_as_it_was(layout, check_actions):
+    n, k = 8, 4
+    fns = [functools.partial(_make, e, False) for e in range(n)]
+    made = [
+        vecenv.ShmemVecEnv(fns, **layout, batch_size=k, check_actions=check_actions)
+        for _ in range(2)
+    ]
+    try:
+        plain, refused = (Rollout(venv) for venv in made)
+        want, got = plain.reset(seed=1), refused.reset(seed=1)
+        for t in range(6):
+            if t in (0, 3):
+                with pytest.raises(vecenv.InvalidArgumentError):
+                    refused.step(np.ones(k - 1, np.int64))  # one action short
+            actions = np.full(k, t % 3, np.int64)
+            want, got = plain.step(actions), refused.step(actions)
+            np.testing.assert_array_equal(got[4], want[4])  # the same group
+            np.testing.assert_array_equal(got[0]["count"], want[0]["count"])
+            np.testing.assert_array_equal(got[1], want[1])
+    finally:
+        for venv in made:
+            venv.close()

@@ -157,11 +157,16 @@ class Rollout:
         ------
         StateError
             Before :meth:`reset`.
+        InvalidArgumentError
+            Bad ``actions`` (as :meth:`vecenv.ShmemVecEnv.send`): nothing is
+            sent, and the Rollout is unchanged.
         """
         if self._env_ids is None:
             raise StateError("Rollout.step() before Rollout.reset()")
-        ids, self._env_ids = self._env_ids, None
-        self.venv.send(actions, ids)
+        # send() refuses bad actions with nothing sent: the group stays the
+        # caller's, and a corrected step() goes on from it.
+        self.venv.send(actions, self._env_ids)
+        self._env_ids = None
         return self._take()
 
     def _take(self):
