@@ -601,6 +601,17 @@ def test_render_without_render_mode_warns_like_sb3():
             assert venv.get_images() == [None, None]
 
 
+@pytest.mark.parametrize("num_workers", [1, 0])
+def test_render_names_the_env_whose_frame_is_none(num_workers):
+    fns = [
+        (lambda f: lambda: ActionEnv(render_mode="rgb_array", frame=f))(i != 1) for i in range(3)
+    ]
+    with SubprocVecEnv(fns, **FORK, num_workers=num_workers) as venv:
+        venv.reset()
+        with pytest.raises(vecenv.InvalidArgumentError, match=r"env\(s\) \[1\] returned None"):
+            venv.render()
+
+
 @pytest.mark.parametrize("none_at", [[1], [0, 2]])
 def test_get_images_returns_what_render_returned_none_included_as_sb3(none_at):
     fns = [

@@ -40,6 +40,7 @@ except ImportError as _exc:
 from vecenv._episodes import monitor_times
 from vecenv._options import ENGINE_OPTIONS, EngineOptions, check_env_fns
 from vecenv._pool import RenderModesDiffer
+from vecenv.base import tile_images
 from vecenv.errors import InvalidArgumentError, ResultNotPicklableError, WorkerError
 from vecenv.shmem_vec_env import ShmemVecEnv
 
@@ -416,6 +417,22 @@ class SubprocVecEnv(_SB3VecEnv):
             )
             return [None] * self.num_envs
         return self._engine.get_images()
+
+    def render(self, mode: Optional[str] = None) -> Optional[np.ndarray]:
+        """SB3's ``VecEnv.render``: with ``render_mode="rgb_array"`` the
+        frames of every env tiled into one (H * rows, W * cols, 3) uint8
+        image on a near-square grid, as SB3 tiles them; every other case
+        (warnings, ``"human"``) as SB3.
+
+        Raises
+        ------
+        InvalidArgumentError
+            An env's ``render()`` returned None, or frames of different
+            shapes: names the envs (SB3 fails in NumPy there).
+        """
+        if self.render_mode == "rgb_array" and mode in (None, "rgb_array"):
+            return tile_images(self.get_images())
+        return super().render(mode)
 
     @staticmethod
     def _attribute_call(fn, *args, **kwargs):
