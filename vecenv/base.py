@@ -124,6 +124,26 @@ def tile_images(images: Sequence[np.ndarray]) -> np.ndarray:
     ValueError) on no images, a None (naming the envs, by position) or
     unequal shapes (naming the envs of each shape).
     """
+    imgs = check_frames(images)
+    n = len(imgs)
+    h, w, c = imgs[0].shape
+    cols = int(np.ceil(np.sqrt(n)))
+    rows = int(np.ceil(n / cols))
+    grid = np.zeros((rows * cols, h, w, c), dtype=imgs[0].dtype)
+    grid[:n] = imgs
+    return grid.reshape(rows, cols, h, w, c).transpose(0, 2, 1, 3, 4).reshape(rows * h, cols * w, c)
+
+
+def check_frames(images: Sequence[Any]) -> List[np.ndarray]:
+    """The frames of ``render()``, one per env, as arrays of one (H, W, C) shape.
+
+    Raises
+    ------
+    InvalidArgumentError
+        No frames, an env whose frame is None (naming the envs, by
+        position), frames that are not (H, W, C), or shapes that differ
+        (naming the envs of each shape).
+    """
     images = list(images)
     if not images:
         raise InvalidArgumentError("render needs one (H, W, C) frame per env; got no frames")
@@ -148,13 +168,7 @@ def tile_images(images: Sequence[np.ndarray]) -> np.ndarray:
             "render tiles frames of one shape; they differ: "
             + "; ".join(f"envs {ids}: {shape}" for shape, ids in by_shape.items())
         )
-    n = len(imgs)
-    h, w, c = imgs[0].shape
-    cols = int(np.ceil(np.sqrt(n)))
-    rows = int(np.ceil(n / cols))
-    grid = np.zeros((rows * cols, h, w, c), dtype=imgs[0].dtype)
-    grid[:n] = imgs
-    return grid.reshape(rows, cols, h, w, c).transpose(0, 2, 1, 3, 4).reshape(rows * h, cols * w, c)
+    return imgs
 
 
 def check_env_ids(env_ids, num_envs: int) -> np.ndarray:

@@ -28,6 +28,7 @@ import numpy as np
 
 try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv as _SB3VecEnv
+    from stable_baselines3.common.vec_env.base_vec_env import tile_images as sb3_tile_images
 except ImportError as _exc:
     # ModuleNotFoundError where the package is missing (what pytest.importorskip
     # and `except ImportError` both expect); ImportError where it is broken.
@@ -37,10 +38,11 @@ except ImportError as _exc:
         name=_exc.name,
     ) from _exc
 
+from vecenv._autolayout import Layout
 from vecenv._episodes import monitor_times
 from vecenv._options import ENGINE_OPTIONS, EngineOptions, check_env_fns
 from vecenv._pool import RenderModesDiffer
-from vecenv.base import tile_images
+from vecenv.base import check_frames
 from vecenv.errors import InvalidArgumentError, ResultNotPicklableError, WorkerError
 from vecenv.shmem_vec_env import ShmemVecEnv
 
@@ -195,7 +197,7 @@ class SubprocVecEnv(_SB3VecEnv):
                 spaces=spaces,
                 context=start_method,
                 autoreset_mode="sb3",
-                _default_layout="per_core",  # as SB3's: every env in a worker process
+                _default_layout="workers",  # as SB3's: every env in a worker process
                 **options.changed(),
             )
         except RenderModesDiffer as exc:  # SB3's VecEnv asserts it: its message, then ours
@@ -222,6 +224,12 @@ class SubprocVecEnv(_SB3VecEnv):
     def engine(self) -> ShmemVecEnv:
         """The :class:`~vecenv.ShmemVecEnv` doing the work."""
         return self._engine
+
+    @property
+    def layout(self) -> Layout:
+        """Where the envs step (:class:`vecenv.ShmemVecEnv`'s ``layout``):
+        ``layout.why`` says how it was chosen."""
+        return self._engine.layout
 
     @property
     def num_workers(self) -> int:
@@ -421,8 +429,9 @@ class SubprocVecEnv(_SB3VecEnv):
     def render(self, mode: Optional[str] = None) -> Optional[np.ndarray]:
         """SB3's ``VecEnv.render``: with ``render_mode="rgb_array"`` the
         frames of every env tiled into one (H * rows, W * cols, 3) uint8
-        image on a near-square grid, as SB3 tiles them; every other case
-        (warnings, ``"human"``) as SB3.
+        image by SB3's ``tile_images``, once :func:`vecenv.base.check_frames`
+        found one frame of one shape per env; every other case (warnings,
+        ``"human"``) as SB3.
 
         Raises
         ------
@@ -431,7 +440,7 @@ class SubprocVecEnv(_SB3VecEnv):
             shapes: names the envs (SB3 fails in NumPy there).
         """
         if self.render_mode == "rgb_array" and mode in (None, "rgb_array"):
-            return tile_images(self.get_images())
+            return sb3_tile_images(check_frames(self.get_images()))
         return super().render(mode)
 
     @staticmethod
@@ -462,6 +471,6 @@ class SubprocVecEnv(_SB3VecEnv):
 
     def __repr__(self) -> str:
         return (
-            f"vecenv.sb3.SubprocVecEnv(num_envs={self.num_envs}, num_workers={self.num_workers}, "
-            f"closed={self.closed})"
+            f"vecenv.sb3.SubprocVecEnv(num_envs={self.num_envs}, "
+            f"layout={self.layout.summary(self.num_envs)!r}, closed={self.closed})"
         )
