@@ -308,13 +308,22 @@ def open_sb3(c):
     return Lockstep(venv.reset, lambda a: venv.step(a)[:3], venv.close)
 
 
+def open_vecenv_gym(c, **kw):
+    import vecenv
+
+    venv = vecenv.AsyncVectorEnv([c["factory"]] * c["n"], **kw)
+    lock = _gym_vector(lambda fns: venv, None, c["seed"])
+    lock.layout = _vecenv_layout(venv)
+    return lock
+
+
 def _vecenv_layout(venv) -> Dict[str, Any]:
     lay = venv.layout
     return {
         "num_workers": lay.num_workers,
         "inline": lay.inline,
         "envs_per_worker": lay.envs_per_worker,
-        "spin_s": venv.spin,
+        "spin_s": lay.spin,
         "why": getattr(lay, "why", None),
     }
 
@@ -477,6 +486,24 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
     "ale_vector": ("ale-py AtariVectorEnv (own preprocessing)", open_ale_vector, True, False),
     "pufferlib": ("PufferLib Multiprocessing (one core spared)", open_pufferlib, True, False),
     "vecenv": ("vecenv default layout", open_vecenv, True, True),
+    "vecenv_gym": (
+        "vecenv.AsyncVectorEnv (gymnasium drop-in), default layout",
+        open_vecenv_gym,
+        True,
+        True,
+    ),
+    "vecenv_gym_1worker": (  # opt-in: what the drop-in's default is measured against
+        "vecenv.AsyncVectorEnv, 1 worker",
+        lambda c: open_vecenv_gym(c, num_workers=1),
+        False,
+        True,
+    ),
+    "vecenv_gym_2workers": (
+        "vecenv.AsyncVectorEnv, 2 workers",
+        lambda c: open_vecenv_gym(c, num_workers=2),
+        False,
+        True,
+    ),
     "vecenv_inprocess": (
         "vecenv in process (num_workers=0)",
         lambda c: open_vecenv(c, num_workers=0),

@@ -526,37 +526,37 @@ def test_the_default_lockstep_layout_is_auto():
 
 
 @pytest.mark.timeout(120)
-def test_the_drop_ins_keep_one_worker_per_core_by_default(monkeypatch):
-    # The classes they replace run every env in a worker process: no probe,
-    # never in process, one worker per usable core (at most one per env).
-    from vecenv import _cpus
+def test_the_drop_ins_choose_among_worker_layouts_by_default():
+    # The classes they replace run every env in a worker process: the probe
+    # chooses how many workers, never in process nor the caller's share.
     from vecenv.gymnasium_vector import AsyncVectorEnv
 
-    monkeypatch.setattr(_cpus, "usable_cpus", lambda: 2)
+    sb3 = pytest.importorskip("vecenv.sb3")
     fns = [lambda: gym.make("vecenv/Noop-v0")] * 3
-    venv = AsyncVectorEnv(fns)
-    try:
-        assert venv.engine.layout.num_workers == 2, venv.engine.layout
-        assert venv.engine.layout.step_us is None
-        # Reported as the default it is; the options the user gave stay as given.
-        assert venv.engine.layout.why == "the default layout"
-        assert venv.engine.engine_options.num_workers is None
-    finally:
-        venv.close()
+    for make in (AsyncVectorEnv, functools.partial(sb3.SubprocVecEnv, start_method="fork")):
+        venv = make(fns)
+        try:
+            lay = venv.layout
+            assert lay.num_workers >= 1 and not lay.inline, lay
+            assert lay.step_us is not None
+            assert lay.why.startswith("the default layout, num_workers='auto': env.step "), lay
+            assert "in-process (num_workers=0) and inline=True: not a candidate" in lay.why
+            assert venv.engine.engine_options.num_workers is None  # the user's, as given
+        finally:
+            venv.close()
     venv = AsyncVectorEnv(fns[:1])
     try:
-        assert venv.engine.layout.num_workers == 1
+        assert venv.layout.num_workers == 1
     finally:
         venv.close()
-    venv = AsyncVectorEnv(fns, num_workers="auto")  # asked for: it chooses
+    venv = AsyncVectorEnv(fns, num_workers="auto")  # asked for: every layout is a candidate
     try:
-        assert venv.engine.layout.step_us is not None
+        assert venv.layout.step_us is not None and "not a candidate" not in venv.layout.why
     finally:
         venv.close()
-    sb3 = pytest.importorskip("vecenv.sb3")
-    venv = sb3.SubprocVecEnv(fns, start_method="fork")
+    venv = AsyncVectorEnv(fns, num_workers=0)  # asked for: in process
     try:
-        assert venv._engine.layout.num_workers == 2 and venv._engine.layout.step_us is None
+        assert venv.layout.num_workers == 0 and venv.engine.in_process
     finally:
         venv.close()
 
@@ -632,5 +632,44 @@ def test_partial_batches_leave_a_core_to_the_policy_by_default(monkeypatch):
     venv = vecenv.make("vecenv/Noop-v0", 8, batch_size=8)  # lockstep: the auto default
     try:
         assert venv.layout.why.startswith("the default layout, num_workers='auto'")
+    finally:
+        venv.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "kwargs, where",
+    [
+        ({"num_workers": 0}, "in process"),
+        ({"num_workers": 2}, "2 workers x 4 envs"),
+        ({"num_workers": 3}, "3 workers x 3 envs"),
+        ({"num_workers": 1, "inline": True}, "the caller 4 + 1 worker x 4 envs"),
+        ({"num_workers": 1, "inline": True, "inline_envs": 3}, "the caller 3 + 1 worker x 5 envs"),
+    ],
+)
+def test_the_reprs_say_where_the_envs_step(kwargs, where):
+    from vecenv.gymnasium_vector import AsyncVectorEnv
+
+    fns = [lambda: gym.make("vecenv/Noop-v0")] * 8
+    venv = vecenv.ShmemVecEnv(fns, **kwargs)
+    try:
+        assert repr(venv) == (
+            f"ShmemVecEnv(num_envs=8, layout='{where}', batch_size=8, state=needs reset)"
+        )
+        assert venv.layout.summary(8) == where
+    finally:
+        venv.close()
+    venv = AsyncVectorEnv(fns, **kwargs)
+    try:
+        assert repr(venv) == f"AsyncVectorEnv(num_envs=8, layout='{where}')"
+        assert venv.layout.summary(8) == where
+    finally:
+        venv.close()
+    sb3 = pytest.importorskip("vecenv.sb3")
+    venv = sb3.SubprocVecEnv(fns, start_method="fork", **kwargs)
+    try:
+        assert repr(venv) == (
+            f"vecenv.sb3.SubprocVecEnv(num_envs=8, layout='{where}', closed=False)"
+        )
     finally:
         venv.close()

@@ -1337,7 +1337,7 @@ def test_make_vec_builds_ours_for_async_and_sets_the_spec():
     )
     try:
         assert isinstance(envs, AsyncVectorEnv)
-        assert repr(envs) == "AsyncVectorEnv(CartPole-v1, num_envs=2)"
+        assert repr(envs) == "AsyncVectorEnv(CartPole-v1, num_envs=2, layout='1 worker x 2 envs')"
         assert envs.spec.kwargs["vectorization_mode"] == "async"
         assert envs.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
         envs.reset(seed=0)

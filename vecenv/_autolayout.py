@@ -188,6 +188,21 @@ class Layout:
     inline: bool = False
     inline_envs: Optional[int] = None
 
+    def summary(self, num_envs: int) -> str:
+        """Where the ``num_envs`` envs step, in a few words (the reprs' and
+        the CLI's): ``"in process"``, ``"2 workers x 8 envs"``, or ``"the
+        caller 4 + 1 worker x 4 envs"``."""
+        if self.num_workers == 0:
+            return "in process"
+        w = self.num_workers
+        workers = f"{w} worker{'s' if w != 1 else ''}"
+        if not self.inline:
+            return f"{workers} x {self.envs_per_worker} envs"
+        # Balanced shares (vecenv._pool.plan_workers): the caller's, the first, is the largest.
+        caller = self.envs_per_worker if self.inline_envs is None else self.inline_envs
+        per = math.ceil((num_envs - caller) / w)
+        return f"the caller {caller} + {workers} x {per} envs"
+
 
 @dataclasses.dataclass(frozen=True)
 class Probe:

@@ -164,9 +164,13 @@ class EngineVecEnv(VecEnv):
     _WORKERS = "num_workers"  # what repr() calls the workers
 
     def __repr__(self) -> str:
+        layout = getattr(self, "layout", None)  # ShmemVecEnv's: where the envs step
+        if layout is not None and hasattr(self, "num_envs"):
+            where = f"layout={layout.summary(self.num_envs)!r}"
+        else:
+            where = f"{self._WORKERS}={self.num_workers if hasattr(self, '_ranges') else '?'}"
         return (
-            f"{type(self).__name__}(num_envs={getattr(self, 'num_envs', '?')}, "
-            f"{self._WORKERS}={self.num_workers if hasattr(self, '_ranges') else '?'}, "
+            f"{type(self).__name__}(num_envs={getattr(self, 'num_envs', '?')}, {where}, "
             f"batch_size={getattr(self, 'batch_size', '?')}, state={self._state.value})"
         )
 

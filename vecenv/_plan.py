@@ -55,11 +55,12 @@ def plan_layout(
     the probe builds an env), anything else goes to the worker plan
     (:func:`vecenv._pool.plan_workers`). Without a layout (neither
     ``num_workers`` nor ``envs_per_worker``) lockstep is ``default``:
-    ``"auto"``, or ``"per_core"`` (one worker per usable core, at most one
-    per env), the default of the front ends that replace a class with
-    worker processes (gymnasium's AsyncVectorEnv, SB3's SubprocVecEnv, the
-    multi-agent engine): the probe may choose the calling process and
-    builds one more env there.
+    ``"auto"`` (the probe may choose the calling process, and builds one
+    more env there), ``"workers"`` (the probe chooses among layouts of
+    worker processes only: the default of the drop-ins for gymnasium's
+    AsyncVectorEnv and SB3's SubprocVecEnv, which promise every env in a
+    worker process), or ``"per_core"`` (one worker per usable core, at most
+    one per env: the multi-agent engine's).
     ``spin=None`` becomes 200 us up to two workers per usable core, else 0
     (0 in process: nothing waits). Without a layout and with partial
     batches (``batch_size`` < the envs),
@@ -97,7 +98,9 @@ def plan_layout(
     # suite put it at 0.95 or more of the best fixed layout in every cell
     # (benchmarks/README.md).
     auto = check_auto_workers(num_workers, envs_per_worker)
-    auto = auto or (defaulted and lockstep and default == "auto")
+    # "workers": the probe chooses among worker-process layouts only.
+    workers_only = defaulted and lockstep and default == "workers"
+    auto = auto or (defaulted and lockstep and default == "auto") or workers_only
     chosen = "default" if defaulted else "given"
     inproc = in_process(num_workers, envs_per_worker)
     cpus = usable_cpus()
@@ -121,7 +124,7 @@ def plan_layout(
         check_affinity(cpu_affinity, 1)
         try:
             _inprocess.check_options(timeout=timeout, cpu_affinity=cpu_affinity)
-            allowed = options.on_worker_death != "restart"
+            allowed = options.on_worker_death != "restart" and not workers_only
         except InvalidArgumentError:  # an option only worker processes honour
             allowed = False
         layout = auto_layout(

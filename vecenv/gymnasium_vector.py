@@ -268,7 +268,7 @@ class AsyncVectorEnv(VectorEnv):
                 autoreset_mode=_AUTORESET_NAMES[mode],
                 pickled_leaves=True,
                 check_spaces=False,
-                _default_layout="per_core",  # as gymnasium's: every env in a worker process
+                _default_layout="workers",  # as gymnasium's: every env in a worker process
                 **options.changed(),
             )
         except SpaceError as exc:
@@ -282,6 +282,9 @@ class AsyncVectorEnv(VectorEnv):
             raise
         venv.allow_steps_before_reset()  # gymnasium steps envs that were never reset
         self._venv = venv
+        #: Where the envs step (the engine's :attr:`vecenv.ShmemVecEnv.layout`;
+        #: ``layout.why`` says how it was chosen).
+        self.layout = venv.layout
         self.num_envs = venv.num_envs
         engine_md = dict(venv.metadata)
         self.render_mode = engine_md.pop("render_mode", None)
@@ -331,6 +334,14 @@ class AsyncVectorEnv(VectorEnv):
                 f"`{self.single_action_space}`. In order to batch actions, the action spaces "
                 "from all environments must be equal."
             )
+
+    def __repr__(self) -> str:
+        """gymnasium's repr (``AsyncVectorEnv(CartPole-v1, num_envs=8)``) with
+        the layout: ``AsyncVectorEnv(CartPole-v1, num_envs=8, layout='2
+        workers x 4 envs')``."""
+        text = super().__repr__()
+        layout = getattr(self, "layout", None)  # None: the engine never started
+        return text if layout is None else f"{text[:-1]}, layout={layout.summary(self.num_envs)!r})"
 
     # ------------------------------------------------------------ helpers
     @property
