@@ -1358,6 +1358,36 @@ def test_make_vec_builds_ours_for_async_and_sets_the_spec():
     sync.close()
 
 
+def test_gymnasium_make_vec_builds_ours_through_a_registered_vector_entry_point():
+    env_id = "VecenvTestCartPole-v1"
+    gym.register(env_id, entry_point="gymnasium.envs.classic_control:CartPoleEnv", kwargs={})
+    try:
+        vecenv.register_vector_entry_point(
+            env_id, autoreset_mode=AutoresetMode.SAME_STEP, num_workers=1
+        )
+        theirs = gym.make_vec(env_id, 2, vectorization_mode="sync", max_episode_steps=5)
+        for mode in (None, "vector_entry_point"):
+            envs = gym.make_vec(env_id, 2, vectorization_mode=mode, max_episode_steps=5)
+            try:
+                assert isinstance(envs, AsyncVectorEnv) and envs.num_envs == 2
+                assert envs.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+                assert envs.spec.kwargs["max_episode_steps"] == 5
+                got = [envs.reset(seed=3)] + [envs.step(np.ones(2, np.int64)) for _ in range(5)]
+            finally:
+                envs.close()
+            want = [theirs.reset(seed=3)] + [theirs.step(np.ones(2, np.int64)) for _ in range(4)]
+            for x, y in zip(got, want):  # up to the truncation, where the modes differ
+                assert data_equivalence(x, y), (x, y)
+            assert got[-1][3].all()  # max_episode_steps=5 reached the envs
+        theirs.close()
+        # "sync" and "async" still build gymnasium's own classes.
+        other = gym.make_vec(env_id, 2, vectorization_mode="async")
+        assert type(other) is gym.vector.AsyncVectorEnv
+        other.close()
+    finally:
+        del gym.registry[env_id]
+
+
 def test_gymnasium_make_vec_has_no_class_option():
     # What the README says: gymnasium 1.4's make_vec builds its own AsyncVectorEnv
     # for "async"; vector_kwargs only reach that class's constructor.

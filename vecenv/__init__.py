@@ -1,7 +1,8 @@
 """vecenv: fast, dependable vectorized RL environments over shared memory.
 
 Public names: :class:`VecEnv`, :class:`ShmemVecEnv`, :func:`make`, the
-gymnasium drop-in :class:`AsyncVectorEnv` with :func:`make_vec`, and the
+gymnasium drop-in :class:`AsyncVectorEnv` with :func:`make_vec` and
+:func:`register_vector_entry_point` (for ``gymnasium.make_vec``), and the
 exceptions of :mod:`vecenv.errors`. ``python -m vecenv.bench ENV`` (:mod:`vecenv.bench`)
 measures which layout suits an env on this machine.
 """
@@ -36,7 +37,7 @@ from vecenv.errors import (
     WorkerDiedError,
     WorkerError,
 )
-from vecenv.gymnasium_vector import AsyncVectorEnv, make_vec
+from vecenv.gymnasium_vector import AsyncVectorEnv, make_vec, register_vector_entry_point
 from vecenv.multi_agent import MultiAgentVecEnv
 from vecenv.shmem_vec_env import ShmemVecEnv, make
 
@@ -66,5 +67,6 @@ __all__ = [
     "__version__",
     "make",
     "make_vec",
+    "register_vector_entry_point",
     "tile_images",
 ]

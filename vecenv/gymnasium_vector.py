@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy as copy_module
+import dataclasses
 import enum
 import functools
 import importlib
@@ -66,6 +67,7 @@ __all__ = [
     "NoAsyncCallError",
     "WaitTimeoutError",
     "make_vec",
+    "register_vector_entry_point",
 ]
 
 
@@ -753,17 +755,7 @@ def make_vec(
         return gymnasium.make_vec(
             id, num_envs, vectorization_mode, vector_kwargs, wrappers, **kwargs
         )
-    if isinstance(id, str):
-        name = id
-        if ":" in name:
-            module, name = name.split(":", 1)
-            importlib.import_module(module)
-        elif name.startswith("ALE/"):
-            gymnasium.register_envs(importlib.import_module("ale_py"))
-        env_spec = gymnasium.spec(name)
-    else:
-        env_spec = id
-    env_spec = copy_module.deepcopy(env_spec)
+    env_spec = copy_module.deepcopy(_spec_of(id))
     spec_kwargs = dict(env_spec.kwargs)
     env_spec.kwargs = {}
     num_envs = spec_kwargs.pop("num_envs", num_envs)
@@ -789,6 +781,86 @@ def make_vec(
         vec_spec.kwargs["wrappers"] = wrappers
     envs.spec = vec_spec
     return envs
+
+
+def _spec_of(id: Union[str, Any]) -> Any:
+    """The registered spec of ``id`` (``"module:Id"`` imports ``module``
+    first, ``"ALE/..."`` imports ale_py), or ``id`` itself when it is a spec.
+
+    Raises
+    ------
+    gymnasium.error.Error
+        An unknown id (gymnasium's NameNotFound and its kin).
+    """
+    if not isinstance(id, str):
+        return id
+    name = id
+    if ":" in name:
+        module, name = name.split(":", 1)
+        importlib.import_module(module)
+    elif name.startswith("ALE/"):
+        gymnasium.register_envs(importlib.import_module("ale_py"))
+    return gymnasium.spec(name)
+
+
+def register_vector_entry_point(id: str, **vector_kwargs: Any) -> None:
+    """Make ``gymnasium.make_vec(id, num_envs)`` build vecenv's :class:`AsyncVectorEnv`.
+
+    For libraries that build their envs through ``gymnasium.make_vec``
+    themselves (RLlib's env runners, for one) and so never call
+    :func:`make_vec`: this sets the ``vector_entry_point`` of ``id``'s
+    registered spec, which ``gymnasium.make_vec`` uses with
+    ``vectorization_mode=None`` (its default when a spec has one) or
+    ``"vector_entry_point"``; ``"sync"`` and ``"async"`` still build
+    gymnasium's own classes. Call it in every process that builds the vec
+    env (the registry is per process).
+
+    Parameters
+    ----------
+    id : str
+        A registered env id (``"module:Id"`` and ``"ALE/..."`` as in :func:`make_vec`).
+    **vector_kwargs
+        Keyword arguments of every :class:`AsyncVectorEnv` it builds
+        (``autoreset_mode``, ``num_workers``, ...). The env's own keyword
+        arguments come from ``gymnasium.make_vec(id, num_envs, **kwargs)``.
+
+    Raises
+    ------
+    gymnasium.error.Error
+        ``id`` is not registered.
+
+    Examples
+    --------
+    ::
+
+        import gymnasium
+
+        import vecenv
+
+        if __name__ == "__main__":
+            vecenv.register_vector_entry_point("CartPole-v1", autoreset_mode="same_step")
+            envs = gymnasium.make_vec("CartPole-v1", num_envs=4)  # vecenv.AsyncVectorEnv
+            obs, infos = envs.reset(seed=0)
+            envs.close()
+    """
+    registered = _spec_of(id)
+    registered.vector_entry_point = _VectorEntryPoint(registered, vector_kwargs)
+
+
+class _VectorEntryPoint:
+    """What ``gymnasium.make_vec`` calls for a spec's ``vector_entry_point``:
+    ``(num_envs=..., **env_kwargs)`` to a vecenv :class:`AsyncVectorEnv`
+    (picklable, so a spec holding it can still be copied)."""
+
+    def __init__(self, registered: Any, vector_kwargs: Dict[str, Any]):
+        # The spec each env is made from: gymnasium.make_vec merges the
+        # registered kwargs into the env_kwargs it passes, so it has none.
+        self.env_spec = dataclasses.replace(registered, kwargs={}, vector_entry_point=None)
+        self.vector_kwargs = dict(vector_kwargs)
+
+    def __call__(self, num_envs: int = 1, **env_kwargs: Any) -> AsyncVectorEnv:
+        make_one = _SpecMake(self.env_spec, env_kwargs, ())
+        return AsyncVectorEnv([make_one] * int(num_envs), **self.vector_kwargs)
 
 
 class _SpecMake:
