@@ -548,6 +548,69 @@ def test_record_episode_statistics_reads_the_infos(make_venv):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [1, 0])
+def test_episode_statistics_are_per_agent_row(make_venv, num_workers):
+    # agent_1 terminates at t=2, the others truncate at t=5; reward k + t.
+    venv = make_venv([ScriptedEnv] * 2, num_workers=num_workers, episode_statistics=True)
+    venv.reset(seed=0)
+    seen = []
+    for t in range(1, 11):
+        _, _, term, trunc, infos = venv.step(np.zeros(venv.num_envs, np.int64))
+        if "episode" in infos:
+            np.testing.assert_array_equal(infos["_episode"], term | trunc)
+            rows = np.flatnonzero(infos["_episode"]).tolist()
+            ep = infos["episode"]
+            assert ep["r"].dtype == np.float64 and ep["l"].dtype == np.dtype(int)
+            seen.append((t, rows, ep["r"][rows].tolist(), ep["l"][rows].tolist()))
+            assert (ep["t"][rows] >= 0).all()
+        else:
+            assert not (term | trunc).any()
+    both = [1, 4]  # agent_1 of env 0 and env 1
+    rest = [0, 2, 3, 5]
+    assert seen == [
+        (2, both, [5.0, 5.0], [2, 2]),
+        (5, rest, [15.0, 25.0, 15.0, 25.0], [5] * 4),
+        (7, both, [5.0, 5.0], [2, 2]),  # the second episodes: not one step short
+        (10, rest, [15.0, 25.0, 15.0, 25.0], [5] * 4),
+    ]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("black_death", [False, True])
+def test_episode_statistics_match_a_plain_loop_over_the_rows(make_venv, black_death):
+    # Agents that spawn and die: each row's return is the sum of its rewards and
+    # its length the steps its agent acted in (alive at the step's start).
+    fns = [functools.partial(spawn_die, tag=i) for i in range(3)]
+    venv = make_venv(fns, num_workers=2, black_death=black_death, episode_statistics=True)
+    venv.reset(seed=3)
+    ret, length = np.zeros(venv.num_envs), np.zeros(venv.num_envs, int)
+    rng = np.random.default_rng(0)
+    ended = 0
+    for _ in range(50):
+        acting = venv.mask.copy()
+        _, rew, term, trunc, infos = venv.step(rng.integers(0, 5, venv.num_envs))
+        ret += rew
+        length += acting
+        done = term | trunc
+        if done.any():
+            ended += int(done.sum())
+            np.testing.assert_array_equal(infos["_episode"], done)
+            np.testing.assert_allclose(infos["episode"]["r"][done], ret[done])
+            np.testing.assert_array_equal(infos["episode"]["l"][done], length[done])
+            ret[done], length[done] = 0.0, 0
+        else:
+            assert "episode" not in infos
+    assert ended > 5
+
+
+def test_episode_statistics_inside_engine_options_is_refused():
+    with pytest.raises(InvalidArgumentError, match=r"MultiAgentVecEnv.*episode_statistics=True"):
+        MultiAgentVecEnv(
+            [ScriptedEnv], engine_options=vecenv.EngineOptions(episode_statistics=True)
+        )
+
+
+@pytest.mark.timeout(60)
 def test_concat_vec_envs_takes_supersuits_vector_env():
     ss = pytest.importorskip("supersuit")
     from vecenv.multi_agent import concat_vec_envs_v1

@@ -190,16 +190,26 @@ def pop_batched(
     ended = np.flatnonzero(dones)
     if not ended.size:
         return None
-    n = len(infos)
+    episodes = {}
+    for i in ended.tolist():
+        episode = infos[i].pop(EPISODE_KEY, None)
+        if episode is not None:
+            episodes[i] = episode
+    return batch_rows(episodes, len(infos)) if episodes else None
+
+
+def batch_rows(
+    episodes: Dict[int, Dict[str, Any]], n: int
+) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
+    """``{row: {"r", "l", "t"}}`` as gymnasium's vector
+    ``RecordEpisodeStatistics`` batches them over ``n`` rows: ``({"r":
+    float64, "l": int, "t": float64}, mask)``, arrays of shape (n,), 0 where
+    no episode ended."""
     r: np.ndarray = np.zeros(n, np.float64)
     t: np.ndarray = np.zeros(n, np.float64)
     lengths: np.ndarray = np.zeros(n, dtype=int)  # np.int_, as the wrapper's
     mask: np.ndarray = np.zeros(n, dtype=bool)
-    for i in ended.tolist():
-        episode = infos[i].pop(EPISODE_KEY, None)
-        if episode is not None:
-            r[i], lengths[i], t[i] = episode["r"], episode["l"], episode["t"]
-            mask[i] = True
-    if not mask.any():
-        return None
+    for i, episode in episodes.items():
+        r[i], lengths[i], t[i] = episode["r"], episode["l"], episode["t"]
+        mask[i] = True
     return {"r": r, "l": lengths, "t": t}, mask

@@ -28,11 +28,15 @@ rewards and the gymnasium-level terminated/truncated flags are always False
 Infos: per-agent infos that are not empty travel in the gymnasium info dict
 as ``{"agents": {row: info}, "final": {row: info}}`` (``final`` for the rows
 whose episode ended), so a step of an env with empty infos sends nothing
-over the worker's pipe.
+over the worker's pipe. With ``episode_statistics=True`` a row whose episode
+ends in a step adds ``{"episodes": {row: {"r", "l", "t"}}}``: its return, its
+length (the steps its agent acted in) and its duration (seconds since the
+reset or the row's last episode end), kept per row in the worker.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gymnasium
@@ -41,7 +45,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from vecenv import _layout
-from vecenv._worker import info_snapshot
+from vecenv._infos import info_snapshot
 from vecenv.errors import InvalidArgumentError, SpaceError
 
 RESET_WHEN = ("all", "any")
@@ -49,6 +53,47 @@ RESET_WHEN = ("all", "any")
 # Keys of the adapter's info dict (see the module docstring).
 INFO_AGENTS = "agents"
 INFO_FINAL = "final"
+INFO_EPISODES = "episodes"
+
+
+class _RowEpisodes:
+    """The running statistics of each agent row's episode (worker side):
+    return and length (float64, int64, shape (A,)) and the start
+    (``time.monotonic`` seconds)."""
+
+    def __init__(self, num_rows: int):
+        self.returns: np.ndarray = np.zeros(num_rows, np.float64)
+        self.lengths: np.ndarray = np.zeros(num_rows, np.int64)
+        self.starts: np.ndarray = np.full(num_rows, time.monotonic())
+
+    def restart_all(self) -> None:
+        self.returns.fill(0.0)
+        self.lengths.fill(0)
+        self.starts.fill(time.monotonic())
+
+    def add(self, acting: List[int], rewards: np.ndarray) -> None:
+        """One step of the rows ``acting`` (their agents acted), with the
+        step's ``rewards`` (shape (A,), 0 for the others)."""
+        self.returns += rewards
+        self.lengths[acting] += 1
+
+    def finish(self, rows: np.ndarray) -> Dict[int, Dict[str, Any]]:
+        """The episodes of ``rows`` (they ended in this step), as gymnasium's
+        ``RecordEpisodeStatistics`` reports one (``t`` rounded to 6
+        decimals); each row starts afresh."""
+        now = time.monotonic()
+        out = {
+            int(j): {
+                "r": float(self.returns[j]),
+                "l": int(self.lengths[j]),
+                "t": round(now - float(self.starts[j]), 6),
+            }
+            for j in rows
+        }
+        self.returns[rows] = 0.0
+        self.lengths[rows] = 0
+        self.starts[rows] = now
+        return out
 
 
 def as_parallel(env):
@@ -233,6 +278,9 @@ class ParallelEnvAdapter(gymnasium.Env):
     final_obs : bool
         Keep the ``final_obs`` leaf (default True). False saves one copy of
         the observations per step for large observations.
+    episode_statistics : bool
+        Report each row's finished episode in its info (``"episodes"``, see
+        the module docstring). Default False.
 
     Raises
     ------
@@ -252,6 +300,7 @@ class ParallelEnvAdapter(gymnasium.Env):
         black_death: bool = False,
         pad_spaces: bool = False,
         final_obs: bool = True,
+        episode_statistics: bool = False,
     ):
         if reset_when not in RESET_WHEN:
             raise InvalidArgumentError(
@@ -328,6 +377,7 @@ class ParallelEnvAdapter(gymnasium.Env):
         )
         # black_death: flags of agents that died before the env ended, by row.
         self._dead_flags: Dict[int, Tuple[bool, bool]] = {}
+        self._episodes = _RowEpisodes(n) if episode_statistics else None
 
     # ---------------------------------------------------------------- helpers
     def _zero_rows(self, bufs, rows) -> None:
@@ -351,6 +401,8 @@ class ParallelEnvAdapter(gymnasium.Env):
                 out_info.setdefault(INFO_AGENTS, {})[j] = info
         self._alive_rows = [index[a] for a in self.par_env.agents]
         self._dead_flags = {}
+        if self._episodes is not None:  # a new episode on every row
+            self._episodes.restart_all()
 
     # ---------------------------------------------------------------- gymnasium API
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
@@ -384,6 +436,8 @@ class ParallelEnvAdapter(gymnasium.Env):
         reward, term, trunc = self._reward, self._term, self._trunc
         get = rew_d.get
         reward[:] = [get(a, 0.0) for a in self.possible_agents]
+        if self._episodes is not None:
+            self._episodes.add([index[a] for a in acting], reward)
         if self._flagged:
             term.fill(False)
             trunc.fill(False)
@@ -450,6 +504,7 @@ class ParallelEnvAdapter(gymnasium.Env):
                 if inf:
                     key = INFO_AGENTS if self.black_death else INFO_FINAL
                     info.setdefault(key, {})[j] = inf
+            self._report_episodes(info)
             return self._out, total, False, False, info
 
         # The env's episode ends in this step: every row ending now keeps its
@@ -477,12 +532,20 @@ class ParallelEnvAdapter(gymnasium.Env):
                     term[j] = True  # a row without a live agent: its episode ends too
                 else:
                     term[j], trunc[j] = flags
+        self._report_episodes(info)  # before the reset starts every row afresh
         new_obs, new_infos = par.reset()
         reset_info: Dict[str, Any] = {}
         self._fill_from_reset(new_obs, new_infos, reset_info)
         if INFO_AGENTS in reset_info:
             info[INFO_AGENTS] = reset_info[INFO_AGENTS]
         return self._out, total, False, False, info
+
+    def _report_episodes(self, info: Dict[str, Any]) -> None:
+        """Add the episodes of the rows whose flags are set to ``info``."""
+        if self._episodes is not None:
+            rows = np.flatnonzero(self._term | self._trunc)
+            if rows.size:
+                info[INFO_EPISODES] = self._episodes.finish(rows)
 
     def render(self):
         return self.par_env.render()

@@ -45,6 +45,7 @@ import numpy as np
 from vecenv import _core, _episodes, _layout, _shm
 from vecenv import _protocol as msgs
 from vecenv._channel import WorkerChannel, encode
+from vecenv._infos import info_snapshot
 from vecenv._protocol import (
     PICKLED_FINAL_KEY,
     PICKLED_OBS_KEY,
@@ -719,9 +720,7 @@ class _Loop:
                 if reset_info:
                     info = {**info, RESET_INFO_KEY: reset_info}
             elif mode is _SAME_STEP:
-                # Both copied before reset(), which may change the env's
-                # array or info dict in place (gymnasium's SyncVectorEnv
-                # batches them before its reset).
+                # Copied before reset(), which may change both in place (vecenv._infos).
                 final_obs, final_info = copy.deepcopy(obs), info_snapshot(info)
                 self.ctrl.enter(self.spec.index, i, _AUTORESET)
                 obs, reset_info = env.reset()
@@ -870,16 +869,6 @@ def _describe_leaves(obs, flatten) -> str:
                 continue
         out.append((tuple(a.shape), str(a.dtype)))
     return str(out)
-
-
-def info_snapshot(info):
-    """A copy of ``info`` that a later ``reset()`` of its env cannot change:
-    a deep copy, or where a value cannot be deep-copied (a lock, a handle) a
-    copy of the dict, whose values keep what they were when it was taken."""
-    try:
-        return copy.deepcopy(info)
-    except Exception:
-        return dict(info) if isinstance(info, dict) else info
 
 
 def _with_pickled(info, pickled, final_pickled):

@@ -278,7 +278,12 @@ class AsyncVectorEnv(VectorEnv):
         except WorkerError as exc:
             raise _as_env_exception(exc) from None
         try:
-            self._check_spaces(venv, custom_spaces)
+            (
+                self.single_observation_space,
+                self.observation_space,
+                self.single_action_space,
+                self.action_space,
+            ) = _gymnasium_spaces(venv, observation_mode, custom_spaces, shared_memory)
         except BaseException:
             venv.close()
             raise
@@ -293,49 +298,6 @@ class AsyncVectorEnv(VectorEnv):
         engine_md.pop("env_spec_id", None)
         self.metadata = engine_md
         self.metadata["autoreset_mode"] = mode
-
-    def _check_spaces(self, venv: ShmemVecEnv, custom_spaces) -> None:
-        """Set the spaces and check the envs' ones as gymnasium does: its
-        shared-memory errors for spaces it cannot lay out, then RuntimeError
-        (with gymnasium's messages) for envs whose spaces disagree."""
-        n = venv.num_envs
-        obs_spaces = venv.get_attr("observation_space") if n > 1 else [venv.observation_space]
-        act_spaces = venv.get_attr("action_space") if n > 1 else [venv.action_space]
-        self.single_action_space = act_spaces[0]
-        self.action_space = batch_space(self.single_action_space, n)
-        mode = self.observation_mode
-        if custom_spaces is not None:
-            self.observation_space, self.single_observation_space = custom_spaces
-        elif mode == "same":
-            self.single_observation_space = obs_spaces[0]
-            self.observation_space = batch_space(obs_spaces[0], n)
-        else:
-            self.single_observation_space = obs_spaces[0]
-            self.observation_space = batch_differing_spaces(obs_spaces)
-        if self.shared_memory:
-            check_shared_memory_space(self.single_observation_space)
-        single = self.single_observation_space
-        if mode == "same":
-            same_obs = all(space == single for space in obs_spaces)
-        else:
-            same_obs = all(is_space_dtype_shape_equiv(single, space) for space in obs_spaces)
-        if not same_obs:
-            if mode == "same":
-                raise SpacesDifferError(
-                    "AsyncVectorEnv(..., observation_mode='same') however some of the "
-                    "sub-environments observation spaces are not equivalent. If this is "
-                    "intentional, use `observation_mode='different'` instead."
-                )
-            raise SpacesDifferError(
-                "AsyncVectorEnv(..., observation_mode='different' or custom space) however the "
-                "sub-environment's observation spaces do not share a common shape and dtype."
-            )
-        if not all(space == self.single_action_space for space in act_spaces):
-            raise SpacesDifferError(
-                f"Some environments have an action space different from "
-                f"`{self.single_action_space}`. In order to batch actions, the action spaces "
-                "from all environments must be equal."
-            )
 
     def __repr__(self) -> str:
         """gymnasium's repr (``AsyncVectorEnv(CartPole-v1, num_envs=8)``) with
@@ -711,6 +673,50 @@ class AsyncVectorEnv(VectorEnv):
 
     def __del__(self):  # vecenv's finalizer releases the workers and memory
         pass
+
+
+def _gymnasium_spaces(
+    venv: ShmemVecEnv, mode: Any, custom_spaces: Any, shared_memory: bool
+) -> Tuple[Space, Space, Space, Space]:
+    """The drop-in's ``(single_observation_space, observation_space,
+    single_action_space, action_space)`` from the envs' spaces, checked as
+    gymnasium checks them: its shared-memory errors for spaces it cannot lay
+    out, then RuntimeError (with gymnasium's messages) for envs whose spaces
+    disagree under ``observation_mode`` ``mode``."""
+    n = venv.num_envs
+    obs_spaces = venv.get_attr("observation_space") if n > 1 else [venv.observation_space]
+    act_spaces = venv.get_attr("action_space") if n > 1 else [venv.action_space]
+    single_act = act_spaces[0]
+    if custom_spaces is not None:
+        obs, single = custom_spaces
+    elif mode == "same":
+        single, obs = obs_spaces[0], batch_space(obs_spaces[0], n)
+    else:
+        single, obs = obs_spaces[0], batch_differing_spaces(obs_spaces)
+    if shared_memory:
+        check_shared_memory_space(single)
+    if mode == "same":
+        same_obs = all(space == single for space in obs_spaces)
+    else:
+        same_obs = all(is_space_dtype_shape_equiv(single, space) for space in obs_spaces)
+    if not same_obs:
+        if mode == "same":
+            raise SpacesDifferError(
+                "AsyncVectorEnv(..., observation_mode='same') however some of the "
+                "sub-environments observation spaces are not equivalent. If this is "
+                "intentional, use `observation_mode='different'` instead."
+            )
+        raise SpacesDifferError(
+            "AsyncVectorEnv(..., observation_mode='different' or custom space) however the "
+            "sub-environment's observation spaces do not share a common shape and dtype."
+        )
+    if not all(space == single_act for space in act_spaces):
+        raise SpacesDifferError(
+            f"Some environments have an action space different from "
+            f"`{single_act}`. In order to batch actions, the action spaces "
+            "from all environments must be equal."
+        )
+    return single, obs, single_act, batch_space(single_act, n)
 
 
 def make_vec(

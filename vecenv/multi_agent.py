@@ -29,8 +29,15 @@ from gymnasium.vector.vector_env import AutoresetMode
 
 from vecenv import _layout
 from vecenv._engine import EngineVecEnv
+from vecenv._episodes import EPISODE_KEY, batch_rows
 from vecenv._options import check_env_fns
-from vecenv._pz_adapter import INFO_AGENTS, INFO_FINAL, RESET_WHEN, AdapterFactory
+from vecenv._pz_adapter import (
+    INFO_AGENTS,
+    INFO_EPISODES,
+    INFO_FINAL,
+    RESET_WHEN,
+    AdapterFactory,
+)
 from vecenv.base import Seeds
 from vecenv.errors import ClosedError, InvalidArgumentError, SpaceError, StateError, WorkerError
 
@@ -78,6 +85,14 @@ class MultiAgentVecEnv(VectorEnv):
     final_obs : bool
         Keep each row's last observation of an episode in shared memory
         (default True); ``infos["final_obs"]`` holds it.
+    episode_statistics : bool
+        False (default). True: in the step where a row's episode ends,
+        ``infos["episode"]`` holds ``{"r": float64, "l": int, "t": float64}``
+        arrays over rows (its return, the steps its agent acted in, its
+        seconds) and ``infos["_episode"]`` the rows, as gymnasium's vector
+        ``RecordEpisodeStatistics`` lays them out; counted per agent row in
+        the workers (that wrapper, given this vec env, counts SAME_STEP
+        episodes one step short after the first).
     copy : bool
         True (default): returned arrays are the caller's. False: observations,
         rewards, flags and ``mask`` are zero-copy views into shared memory,
@@ -132,8 +147,7 @@ class MultiAgentVecEnv(VectorEnv):
     next one to act on (the reset one when the env was reset, zero when the
     agent is gone) and ``infos["final_obs"]`` (rows with ``infos["_final_obs"]``)
     holds the last one. ``infos`` is batched the gymnasium way (a dict of
-    arrays over rows and ``"_key"`` masks), so
-    ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` works on it.
+    arrays over rows and ``"_key"`` masks).
     """
 
     def __init__(
@@ -144,6 +158,7 @@ class MultiAgentVecEnv(VectorEnv):
         black_death: bool = False,
         pad_spaces: bool = False,
         final_obs: bool = True,
+        episode_statistics: bool = False,
         copy: bool = True,
         batch_size: Optional[int] = None,
         backend: str = "shmem",
@@ -165,10 +180,14 @@ class MultiAgentVecEnv(VectorEnv):
                 "the step that ends it (gymnasium's SAME_STEP); choose reset_when instead"
             )
         given = engine_options.get("engine_options")
-        if engine_options.get("episode_statistics") or getattr(given, "episode_statistics", 0):
+        if getattr(given, "episode_statistics", False):
             raise InvalidArgumentError(
-                "MultiAgentVecEnv does not take episode_statistics (one reward per env); its "
-                "rows are agents: wrap it in gymnasium.wrappers.vector.RecordEpisodeStatistics"
+                "MultiAgentVecEnv takes episode_statistics itself (per agent row), not in "
+                "engine_options: pass MultiAgentVecEnv(..., episode_statistics=True)"
+            )
+        if not isinstance(episode_statistics, (bool, np.bool_)):
+            raise InvalidArgumentError(
+                f"episode_statistics must be a bool, got {episode_statistics!r}"
             )
         if backend == "shmem" and "copy" in engine_options:
             raise InvalidArgumentError("pass copy to MultiAgentVecEnv itself")
@@ -177,6 +196,7 @@ class MultiAgentVecEnv(VectorEnv):
             "black_death": bool(black_death),
             "pad_spaces": bool(pad_spaces),
             "final_obs": bool(final_obs),
+            "episode_statistics": bool(episode_statistics),
         }
         factories = [AdapterFactory(fn, options) for fn in fns]
         engine: EngineVecEnv
@@ -365,11 +385,15 @@ class MultiAgentVecEnv(VectorEnv):
         self.num_envs = k * self.max_agents  # _add_info sizes its arrays by num_envs
         try:
             final_infos: Dict[str, Any] = {}
+            episodes: Dict[int, Dict[str, Any]] = {}
             for base, info, restarted in raw:
                 for j, agent_info in (info or {}).get(INFO_AGENTS, {}).items():
                     infos = self._add_info(infos, agent_info, base + j)
                 for j, agent_info in (info or {}).get(INFO_FINAL, {}).items():
                     final_infos = self._add_info(final_infos, agent_info, base + j)
+                if not restarted:  # a restarted env's episodes died with its worker
+                    for j, episode in (info or {}).get(INFO_EPISODES, {}).items():
+                        episodes[base + j] = episode
                 if restarted:
                     for j in range(self.max_agents):
                         if trunc[base + j]:
@@ -381,6 +405,8 @@ class MultiAgentVecEnv(VectorEnv):
             if final_infos:
                 infos["final_info"] = final_infos
                 infos["_final_info"] = ended
+            if episodes:
+                infos[EPISODE_KEY], infos["_" + EPISODE_KEY] = batch_rows(episodes, self.num_envs)
         finally:
             self.num_envs = saved
         return infos
@@ -526,6 +552,12 @@ class MultiAgentVecEnv(VectorEnv):
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
+
+    def __enter__(self) -> MultiAgentVecEnv:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
 
     def __del__(self):  # the engine's finalizer releases workers and memory
         pass

@@ -28,6 +28,7 @@ except ImportError as _exc:
         name=_exc.name,
     ) from _exc
 
+from vecenv._episodes import EPISODE_KEY
 from vecenv.errors import InvalidArgumentError, StateError
 from vecenv.multi_agent import MultiAgentVecEnv
 
@@ -159,6 +160,14 @@ class SB3MultiAgentVecEnv(_SB3VecEnv):
             if key.startswith("_") or key in ("final_obs", "final_info"):
                 continue
             mask = infos.get(f"_{key}")
+            if key == EPISODE_KEY and mask is not None:  # SB3's Monitor form, per row
+                for r in np.flatnonzero(mask).tolist():
+                    rows[r][key] = {
+                        "r": float(value["r"][r]),
+                        "l": int(value["l"][r]),
+                        "t": float(value["t"][r]),
+                    }
+                continue
             if mask is None or isinstance(value, dict):
                 continue
             for r in np.flatnonzero(mask).tolist():
