@@ -16,6 +16,10 @@ if [ "${VECENV_TEST_NO_INSTALL:-0}" != 1 ]; then
   # fetch a multi-gigabyte CUDA one.
   "$PY" -m pip install -q "torch==2.13.0"
   "$PY" -m pip install -q ".[test,sb3,atari,ray,pettingzoo]"
+  # torchrl for its integration example (docs/guides/integrations.md): after torch,
+  # pinned, so pip keeps the CPU torch above; the example is skipped without it.
+  "$PY" -m pip install -q "torchrl==0.14.1" ||
+    echo "test.sh: torchrl did not install; its integration example will be skipped" >&2
 fi
 # -P keeps the source tree off sys.path, so `import vecenv` finds the installed copy;
 # Python 3.9 and 3.10 lack -P, and -I does that there.

@@ -31,6 +31,7 @@ NEEDS = [
     (re.compile(r"HalfCheetah|mujoco"), "mujoco", 'pip install ".[mujoco]"'),
     (re.compile(r"^\s*(import torch|from torch\b)", re.M), "torch", "pip install torch"),
     (re.compile(r"^\s*(import|from) mpe2\b", re.M), "mpe2", "pip install mpe2"),
+    (re.compile(r"^\s*(import|from) torchrl\b", re.M), "torchrl", "pip install torchrl"),
     (re.compile(r"pettingzoo|MultiAgentVecEnv"), "pettingzoo", 'pip install ".[pettingzoo]"'),
 ]
 
