@@ -104,6 +104,21 @@ def test_cli_names_an_env_it_cannot_make(tmp_path):
     assert "cannot make 'CartPoel-v1'" in r.stderr and "NameNotFound" in r.stderr
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "env, what",
+    [
+        ("vecenv:no_such_factory", "module 'vecenv' has no 'no_such_factory'"),
+        ("vecenv:__version__", "vecenv.__version__ is a str, not a factory"),
+    ],
+)
+def test_cli_names_a_factory_it_cannot_find(tmp_path, env, what):
+    r = _cli(env, cwd=tmp_path, timeout=50)
+    assert r.returncode == 2
+    assert f"cannot make {env!r}: ValueError: {what}" in r.stderr, r.stderr
+    assert "is registered" in r.stderr and "NameNotFound" not in r.stderr
+
+
 def test_layout_candidates():
     assert bench.layout_candidates(16, 2) == [1, 2]
     assert bench.layout_candidates(16, 16) == [1, 2, 4, 8, 15, 16]

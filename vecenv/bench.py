@@ -104,8 +104,19 @@ class EnvFactory:
             target = getattr(module, attr, None)
             if callable(target):
                 self._factory = target  # pickled by reference, or by value for a file
-            else:
+            elif _registered(attr):
                 self._gym_id = attr  # "module:Id": the module registered Id
+            else:
+                found = (
+                    f"module {module_name!r} has no {attr!r}"
+                    if target is None
+                    else f"{module_name}.{attr} is a {type(target).__name__}, not a factory"
+                )
+                raise ValueError(
+                    f"{found}, and no gymnasium env id {attr!r} is registered; ENV is "
+                    "module:factory (a callable returning a gymnasium.Env), module:Id (the "
+                    "module registers Id) or a gymnasium id"
+                )
 
     def __call__(self):
         if self._factory is not None:
@@ -142,6 +153,18 @@ class EnvFactory:
 
     def __repr__(self) -> str:
         return f"EnvFactory({self.env!r}, {self.kwargs!r})"
+
+
+def _registered(env_id: str) -> bool:
+    """Whether gymnasium knows ``env_id`` (a versionless id counts as known
+    when some version of it is)."""
+    import gymnasium
+
+    try:
+        gymnasium.spec(env_id)
+    except gymnasium.error.Error:
+        return False
+    return True
 
 
 def _import(name: str):
