@@ -504,6 +504,18 @@ CONTENDERS: Dict[str, Tuple[str, Callable, bool, bool]] = {
         False,
         True,
     ),
+    "vecenv_gym_spin0": (
+        "vecenv.AsyncVectorEnv, default layout, spin=0",
+        lambda c: open_vecenv_gym(c, spin=0.0),
+        False,
+        True,
+    ),
+    "vecenv_gym_spin200us": (
+        "vecenv.AsyncVectorEnv, default layout, spin=200 us (no follow)",
+        lambda c: open_vecenv_gym(c, spin=2e-4),
+        False,
+        True,
+    ),
     "vecenv_inprocess": (
         "vecenv in process (num_workers=0)",
         lambda c: open_vecenv(c, num_workers=0),

@@ -22,3 +22,21 @@ sys.exit(1 if sys.prefix == sys.base_prefix and os.path.exists(marker) else 0)';
     echo "using $PY" >&2
   fi
 fi
+
+# say_where: the last lines of test.sh and bench.sh. Which Python now has vecenv,
+# and how to run the CLI and the examples with it: with -P (3.11+; -I before), so
+# that neither the checkout's unbuilt vecenv/ nor, next to it, the checkout's own
+# folder is imported in place of the installed package.
+say_where() {
+  local safe
+  safe=$("$PY" -c 'import sys; print("-P" if sys.version_info >= (3, 11) else "-I")')
+  local shown=$PY
+  [ "$PY" = "$(pwd)/.venv/bin/python" ] && shown=.venv/bin/python
+  echo "vecenv is installed for $shown. From this folder, run the CLI and the examples with it:" >&2
+  echo "  $shown $safe -m vecenv.bench CartPole-v1 --num-envs 16" >&2
+  echo "  $shown $safe examples/ppo_cartpole.py" >&2
+  if [ "$shown" = .venv/bin/python ]; then
+    echo "(or '. .venv/bin/activate', then 'python $safe ...'; '-P' keeps this checkout's unbuilt" \
+      "vecenv/ source folder from being imported instead)" >&2
+  fi
+}

@@ -17,17 +17,18 @@ if [ "${VECENV_BENCH_NO_INSTALL:-0}" != "1" ]; then
   "$PY" -m pip install -q "torch==2.13.0"
   # vecenv itself (builds the extension), ale-py, matplotlib, rich, psutil, SB3.
   "$PY" -m pip install -q ".[bench,sb3]"
-  # Optional peers and envs: the suite skips them with a note when they are missing.
-  "$PY" -m pip install -q envpool ||
+  # Optional peers and envs, at the versions the published figures were run with
+  # (2026-12-07): the suite skips them with a note when they are missing.
+  "$PY" -m pip install -q "envpool==1.2.5" ||
     echo "bench.sh: envpool did not install; its contenders will be skipped" >&2
   # gymnasium's AtariPreprocessing (the rollout benchmark's Pong cell) needs OpenCV.
-  "$PY" -m pip install -q opencv-python-headless ||
+  "$PY" -m pip install -q "opencv-python-headless==5.1.0.95" ||
     echo "bench.sh: opencv did not install; the rollout benchmark will skip Pong" >&2
-  "$PY" -m pip install -q ".[mujoco]" ||
+  "$PY" -m pip install -q ".[mujoco]" "mujoco==4.0.1" ||
     echo "bench.sh: mujoco did not install; HalfCheetah-v5 will be skipped" >&2
   # The multi-agent cells: PettingZoo, mpe2's simple_spread, and the peers
   # SuperSuit and PufferLib 3 (pufferlib-core pins another torch: --no-deps).
-  "$PY" -m pip install -q ".[pettingzoo]" mpe2 supersuit ||
+  "$PY" -m pip install -q ".[pettingzoo]" "mpe2==1.1.1" supersuit ||
     echo "bench.sh: pettingzoo/mpe2/supersuit did not install; multi-agent cells may be skipped" >&2
   "$PY" -m pip install -q --no-deps "pufferlib-core==3.0.23" ||
     echo "bench.sh: pufferlib-core did not install; its multi-agent contenders will be skipped" >&2
@@ -39,7 +40,8 @@ fi
 # the policy in torch on one thread): after the default suite, and after --quick
 # as its smoke test; other arguments are run.py's alone.
 if [ "$#" -eq 0 ]; then
-  exec "$PY" benchmarks/rollout.py
+  "$PY" benchmarks/rollout.py
 elif [ "$*" = "--quick" ]; then
-  exec "$PY" benchmarks/rollout.py --quick
+  "$PY" benchmarks/rollout.py --quick
 fi
+say_where

@@ -10,4 +10,5 @@ cd "$(dirname "$0")/.."
 # The benchmark figure shown by docs/benchmarks.md is the committed one.
 cp benchmarks/results/latest.png docs/assets/latest.png
 NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --site-dir site
-echo "docs: site/ built (mkdocs --strict)"
+echo "docs: site/ built (mkdocs --strict). Browse it from disk: open $(pwd)/site/index.html" \
+  "in a browser (the pages link as page.html); or serve it: $PY -m mkdocs serve"

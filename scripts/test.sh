@@ -59,4 +59,5 @@ if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests: failing" >&2
   exit 1
 fi
+say_where
 exit "$rc"

@@ -160,3 +160,25 @@ def test_quickstart_runs_cartpole_and_pong():
         )
         rate = float(line.split(": ")[1].split(" env-steps/s")[0].replace(",", ""))
         assert rate > 0
+
+
+def _why_table(text):
+    """The rows of the first Markdown table after the "Why" heading or the
+    "CleanRL's PPO rollout loop" sentence."""
+    start = text.index("Env-steps/s inside CleanRL's PPO rollout loop")
+    lines = text[start:].splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[first:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    return rows
+
+
+def test_the_readme_and_the_docs_index_show_one_table():
+    readme = (ROOT / "README.md").read_text()
+    index = (ROOT / "docs" / "index.md").read_text()
+    rows = _why_table(readme)
+    assert len(rows) >= 4, rows
+    assert _why_table(index) == rows

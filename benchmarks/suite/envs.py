@@ -40,7 +40,17 @@ def make_env(env_id: str, kwargs: Dict[str, Any]):
         gymnasium.register_envs(ale_py)
     elif env_id.startswith("vecenv/"):
         import vecenv.envs  # noqa: F401  (registers the vecenv/ ids)
+    elif "mujoco" in str(gymnasium.spec(env_id).entry_point):
+        # MuJoCo's C library prints its warnings itself (mujoco 4: a deprecation
+        # and a blank line per env built): give it a handler that drops them.
+        import mujoco
+
+        mujoco.set_mju_user_warning(_drop)
     return gymnasium.make(env_id, **kwargs)
+
+
+def _drop(message: str) -> None:
+    """A MuJoCo warning handler that shows nothing (see :func:`make_env`)."""
 
 
 @dataclasses.dataclass
