@@ -119,8 +119,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--targets",
         action="store_true",
-        help="print the project's targets as pass/short even when the run measured none "
-        "(they are printed whenever it measured one, and are always in the JSON and the .md)",
+        help="also print the project's own targets as pass/short (always in the JSON)",
     )
     p.add_argument("--no-plot", action="store_true", help="skip the PNGs")
     p.add_argument(

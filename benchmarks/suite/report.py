@@ -28,22 +28,32 @@ def fmt_ratio(x: Optional[float]) -> str:
 
 
 def layout_text(e: Dict[str, Any]) -> str:
-    """How to build this vecenv contender, in words a user can copy."""
+    """How to build this vecenv contender: a line of Python a user can copy
+    (``env_fns`` their list of env factories), the chosen layout after it."""
     lay = e.get("layout") or {}
     name = e["contender"]
     if name == "vecenv_async":
-        return f"ShmemVecEnv(batch_size={lay.get('batch_size')}), recv/send"
+        return f"vecenv.ShmemVecEnv(env_fns, batch_size={lay.get('batch_size')}) with send/recv"
     if name == "vecenv_gym":
-        return "vecenv.AsyncVectorEnv"
+        return "vecenv.AsyncVectorEnv(env_fns)"
     if name == "vecenv_sb3":
-        return "vecenv.sb3.SubprocVecEnv"
+        return "vecenv.sb3.SubprocVecEnv(env_fns)"
     if name == "vecenv_ray":
-        return "vecenv.ray.RayVecEnv"
+        return "vecenv.ray.RayVecEnv(env_fns)"
     w, per = lay.get("num_workers"), lay.get("envs_per_worker")
     if w is None:
-        return "ShmemVecEnv()"
-    how = "default layout: " if name == "vecenv" else ""
-    return f"ShmemVecEnv({how}num_workers={w}, {per} env{'s' if per != 1 else ''} each)"
+        return "vecenv.ShmemVecEnv(env_fns)"
+    inline = bool(lay.get("inline"))
+    if w == 0:
+        where = "in process"
+    elif inline:
+        where = f"the caller and {w} worker{'s' if w != 1 else ''}, {per} env{'s' if per != 1 else ''} each"
+    else:
+        where = f"{w} worker{'s' if w != 1 else ''} x {per} env{'s' if per != 1 else ''}"
+    if name == "vecenv":  # the default layout: nothing to pass
+        return f"vecenv.ShmemVecEnv(env_fns)  # default: {where}"
+    args = f"num_workers={w}" + (", inline=True" if inline else "")
+    return f"vecenv.ShmemVecEnv(env_fns, {args})  # {where}"
 
 
 def conclude(report: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -136,8 +146,8 @@ def print_conclusion(report: Dict[str, Any], console: Console) -> None:
         ]
         if layouts:
             parts.append(
-                "With vecenv use "
-                + "; ".join(f"{lay} at num_envs {_sizes(ns)}" for lay, ns in layouts.items())
+                "With vecenv: "
+                + "; ".join(f"`{lay}` at num_envs {_sizes(ns)}" for lay, ns in layouts.items())
             )
         ratios = {r["num_envs"]: r["gym_sync_vs_vecenv"] for r in mine}
         faster = [n for n, x in ratios.items() if x is not None and x >= 2 - AS_FAST]
@@ -152,8 +162,11 @@ def print_conclusion(report: Dict[str, Any], console: Console) -> None:
                 f"gymnasium's in-process SyncVectorEnv is as fast (within 5%) at num_envs "
                 f"{_sizes(level)}"
             )
-        if not faster and not level and any(x is not None for x in ratios.values()):
-            parts.append("gymnasium's in-process SyncVectorEnv is slower at every size")
+        slower = [n for n, x in ratios.items() if x is not None and x < AS_FAST]
+        if slower:
+            parts.append(
+                f"gymnasium's in-process SyncVectorEnv is slower at num_envs {_sizes(slower)}"
+            )
         console.print(f"  {env}: " + ". ".join(parts) + ".")
 
 
@@ -208,7 +221,6 @@ def markdown_summary(report: Dict[str, Any]) -> str:
                 f"{lay.get('envs_per_worker')} | {'-' if step is None else f'{step:.1f}'} | "
                 f"{lay.get('why', '')} |"
             )
-    targets = report.get("targets") or []
     calm = report.get("quiet") or {}
     if calm.get("quiet"):
         lines += [
@@ -217,19 +229,12 @@ def markdown_summary(report: Dict[str, Any]) -> str:
         ]
     elif calm.get("quiet") is False:
         lines += ["", f"Note: {calm['note']}."]
-    if targets:
-        lines += ["", "## Targets (issue 16)", ""]
-        lines += ["| target | value | status | from |", "|---|---|---|---|"]
-        for t in targets:
-            lines.append(
-                f"| {t['target']} | {fmt_target_value(t)} | {t['status']} | {t.get('who', '')} |"
-            )
     return "\n".join(lines) + "\n"
 
 
 def print_report(report: Dict[str, Any], console: Console, targets: bool = False) -> None:
-    """The tables, the targets (when the run measured any of them, or always
-    with ``targets``), skips and notes, then what to conclude (last)."""
+    """The tables, skips and notes, then what to conclude (last); the
+    project's own targets (the JSON's ``targets``) only with ``targets``."""
     ns = sorted({c["num_envs"] for c in report["cells"]})
     for env in report["envs"]:
         cells = {c["num_envs"]: c for c in report["cells"] if c["env"] == env}
@@ -289,8 +294,7 @@ def print_report(report: Dict[str, Any], console: Console, targets: bool = False
             ["contender", "p50", "p90", "workers"],
             lat_rows,
         )
-    measured = any(t["status"] != "missing" for t in report.get("targets") or [])
-    if report.get("targets") and (targets or measured):
+    if report.get("targets") and targets:
         rows = []
         for t in report["targets"]:
             color = {"pass": "green", "short": "red"}.get(t["status"], "yellow")
@@ -303,7 +307,7 @@ def print_report(report: Dict[str, Any], console: Console, targets: bool = False
                 ]
             )
         console.table(
-            "targets (issue 16; ratios measured in this run)",
+            "the project's targets (--targets; ratios measured in this run)",
             ["target", "value", "status", "from"],
             rows,
         )
