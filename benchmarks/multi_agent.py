@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import statistics
 import sys
@@ -43,6 +44,7 @@ from vecenv._cpus import usable_cpus
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # the suite package (not there under python -P)
     sys.path.insert(0, str(HERE))
+from suite.console import fmt_duration  # noqa: E402
 from suite.contenders import best_layout_candidates  # noqa: E402
 from suite.machine import git_info, load_average, machine_info, package_versions  # noqa: E402
 
@@ -358,19 +360,63 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv=None) -> int:
+# Seconds to open, then close, one contender (its processes) between two of
+# its timings (2-core VM, 2026-12-07: the default run took 144 s for 132 s timed).
+OPEN_S = 0.3
+
+
+def _parsed(argv=None) -> argparse.Namespace:
     args = parse_args(argv)
     if args.quick:
         args.rounds, args.seconds = 1, 0.3
+    return args
+
+
+def _cell_estimate_s(args, cores: int) -> float:
+    """Seconds of one cell: every installed contender in every round."""
+    names = contenders(args.num_envs, cores, args.quick)
+    if args.only:
+        only = args.only.split(",")
+        names = {k: v for k, v in names.items() if k == "raw" or any(o in k for o in only)}
+    installed = {p: importlib.util.find_spec(p) is not None for p in ("supersuit", "pufferlib")}
+    count = sum(1 for k in names if installed.get(k.split(" ")[0], True))
+    return args.rounds * count * (args.seconds + OPEN_S)
+
+
+def estimate_s(argv=None) -> float:
+    """Seconds of a whole run with these arguments (what :func:`main` prints first)."""
+    args = _parsed(argv)
+    return len(args.cells.split(",")) * _cell_estimate_s(args, usable_cpus())
+
+
+def main(argv=None) -> int:
+    args = _parsed(argv)
     cores = usable_cpus()
     only = args.only.split(",") if args.only else None
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     machine = machine_info()  # before the run: its load average is the start's
     cells = {}
-    for name in args.cells.split(","):
+    names = args.cells.split(",")
+    per_cell = _cell_estimate_s(args, cores)
+    print(
+        f"{len(names)} cells x {args.num_envs} PettingZoo envs, {args.rounds} round(s) x "
+        f"{args.seconds} s per contender: about {fmt_duration(per_cell * len(names))} "
+        "(estimated; each finished cell prints a line with the ETA)",
+        flush=True,
+    )
+    t0 = time.perf_counter()
+    for i, name in enumerate(names):
         fn = CELLS[name]
+        t_cell = time.perf_counter()
         cells[name] = run_cell(
             name, fn, args.num_envs, cores, args.rounds, args.seconds, args.quick, only
+        )
+        took = time.perf_counter() - t_cell
+        left = (len(names) - i - 1) * per_cell
+        print(
+            f"[{i + 1}/{len(names)}] {name} took {fmt_duration(took)}; elapsed "
+            f"{fmt_duration(time.perf_counter() - t0)}, ETA {fmt_duration(left)}",
+            flush=True,
         )
     result = {
         "started": started,

@@ -78,6 +78,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # the suite package (not there under python -P)
     sys.path.insert(0, str(HERE))
 from suite.command import fill_defaults, parse_cells  # noqa: E402
+from suite.console import fmt_duration  # noqa: E402
 from suite.envs import make_env  # noqa: E402
 from suite.machine import load_average, report_header  # noqa: E402
 from suite.measure import quiet  # noqa: E402
@@ -801,11 +802,6 @@ def fmt_rate(x: Optional[float]) -> str:
     return f"{x / 1000:.1f}k" if x >= 1000 else f"{x:.0f}"
 
 
-def fmt_duration(s: float) -> str:
-    s = max(0, round(s))
-    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s"
-
-
 def estimate_cell_s(args, key: str, n: int) -> float:
     """Seconds for one cell: warm-up and rounds per contender, opening (Pong
     and one process per env cost more), the bound's timings in every round."""
@@ -813,6 +809,13 @@ def estimate_cell_s(args, key: str, n: int) -> float:
     per = args.warmup + args.rounds * args.seconds * update
     open_s = 0.5 + (0.05 * n if key == "cartpole" else 0.3 * n)  # one process per env for some
     return len(args.contenders) * (per + open_s) + 1.0 + args.rounds * 3 * BOUND_S[args.quick]
+
+
+def estimate_s(argv=None) -> float:
+    """Seconds of a whole run with these arguments: the estimate :func:`main`
+    prints first (``scripts/bench.sh`` adds it to the whole job's)."""
+    args = parse_args(argv)
+    return sum(estimate_cell_s(args, k, n) for k, n in args.cells)
 
 
 def run_cell(args, key: str, n: int, cores: int, report: Dict[str, Any], missing: Dict[str, str]):

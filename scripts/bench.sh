@@ -35,7 +35,11 @@ if [ "${VECENV_BENCH_NO_INSTALL:-0}" != "1" ]; then
 fi
 # A script's own folder (benchmarks/) heads sys.path, not the source tree: the
 # suite measures the installed vecenv.
-"$PY" benchmarks/run.py "$@"
+if [ "$#" -eq 0 ] || [ "$*" = "--quick" ]; then
+  "$PY" benchmarks/run.py "$@" --then-rollout  # its first line: the whole job's estimate
+else
+  "$PY" benchmarks/run.py "$@"
+fi
 # The rollout benchmark (benchmarks/rollout.py: the vec envs inside a PPO loop,
 # the policy in torch on one thread): after the default suite, and after --quick
 # as its smoke test; other arguments are run.py's alone.

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from vecenv._cpus import usable_cpus
 
-from .console import Console
+from .console import Console, fmt_duration
 from .contenders import (
     CONTENDERS,
     QUICK_CONTENDERS,
@@ -128,6 +128,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         default="auto",
         help="also run benchmarks/multi_agent.py (simple_spread and a cheap env, agent-steps/s, "
         "vs SuperSuit and PufferLib); auto: in the default suite when pettingzoo is installed",
+    )
+    p.add_argument(
+        "--then-rollout",
+        action="store_true",
+        help="benchmarks/rollout.py runs after this one (scripts/bench.sh does that): count it "
+        "in the estimate of the whole job printed first",
     )
     p.add_argument("--list", action="store_true", help="list envs and contenders, then exit")
     args = p.parse_args(argv)
@@ -240,13 +246,6 @@ def estimate_cell_s(args, key: str, n: int, cores: int, make_s: float = 0.0) -> 
     return total
 
 
-def fmt_duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    return f"{seconds // 60} min {seconds % 60:02d} s"
-
-
 def _preload_sb3_in_forkserver(contenders: List[str]) -> None:
     """SB3's SubprocVecEnv starts one forkserver process per env, and each
     imported SB3 (and PyTorch) again: 16 envs took 30 s to open on 2 cores.
@@ -323,6 +322,13 @@ def run(args) -> Dict[str, Any]:
     ]
     plan = [estimate_cell_s(args, spec.key, n, cores, make_s[spec.key]) for spec, _, n in cells]
     report["estimated_s"] = round(sum(plan), 1)
+    parts = {"the suite": sum(plan), **getattr(args, "parts_after", {})}
+    if len(parts) > 1:  # the whole job first: what bench.sh runs after this suite too
+        console.print(
+            f"the whole job: about {fmt_duration(sum(parts.values()))} (estimated: "
+            + ", ".join(f"{k} {fmt_duration(v)}" for k, v in parts.items())
+            + "; each part prints its own estimate and ETAs)"
+        )
     console.print(
         f"{len(cells)} cells ({len(env_specs)} envs x up to {len(args.num_envs)} sizes), "
         f"{len(args.contenders)} contenders each: about {fmt_duration(sum(plan))} "
@@ -518,6 +524,16 @@ def main(argv=None) -> int:
     if args.list:
         list_everything(console)
         return 0
+    quick = ["--quick"] if args.quick else []
+    args.parts_after = {}  # the parts of the job after this suite, by name: their estimates
+    if _want_multi_agent(args, argv):
+        import multi_agent
+
+        args.parts_after["multi-agent"] = multi_agent.estimate_s(quick)
+    if args.then_rollout:
+        import rollout
+
+        args.parts_after["the rollout benchmark"] = rollout.estimate_s(quick)
     report = run(args)
     out: Path = args.out
     pngs = [out.with_suffix(".png"), out.with_name(out.stem + "-all.png")]

@@ -96,3 +96,11 @@ class _PlainProgress:
 
     def close(self) -> None:
         pass
+
+
+def fmt_duration(seconds: float) -> str:
+    """``"42 s"`` or ``"3 min 05 s"``: estimates, ETAs and elapsed times."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    return f"{seconds // 60} min {seconds % 60:02d} s"
