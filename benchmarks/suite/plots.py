@@ -26,9 +26,12 @@ def plot_summary(report: Dict[str, Any], path: Path) -> Optional[str]:
     envs = [e for e in report["envs"] if any(r["env"] == e for r in rows)]
     if not envs:
         return "nothing measured: no plot"
-    cols = min(3, len(envs))
+    # Two panels a row, at a size that stays readable at the docs' page width
+    # (every contender, one line each, is the -all.png).
+    cols = min(2, len(envs))
     nrows = (len(envs) + cols - 1) // cols
-    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 4.0 * nrows), squeeze=False)
+    plt.rcParams.update({"font.size": 11})
+    fig, axes = plt.subplots(nrows, cols, figsize=(6.4 * cols, 4.4 * nrows), squeeze=False)
     ns = sorted({c["num_envs"] for c in report["cells"]})
     for ax, env in zip(axes.flat, envs):
         mine = [r for r in rows if r["env"] == env]
@@ -54,8 +57,8 @@ def plot_summary(report: Dict[str, Any], path: Path) -> Optional[str]:
                     w,
                     (xi, yi),
                     textcoords="offset points",
-                    xytext=(0, -12),
-                    fontsize=7,
+                    xytext=(0, -14),
+                    fontsize=9,
                     ha="center",
                 )
         ideal = sorted(
@@ -73,14 +76,14 @@ def plot_summary(report: Dict[str, Any], path: Path) -> Optional[str]:
         ax.set_ylabel("env-steps/s")
         ax.set_title(env)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=9, loc="best")
     for ax in list(axes.flat)[len(envs) :]:
         ax.set_visible(False)
     m = report["machine"]
     fig.suptitle(
         f"vecenv against the fastest peer; {m['cpu_model']}, {m['usable_cores']} usable cores\n"
         f"(every contender: {path.stem}-all.png)",
-        fontsize=9,
+        fontsize=11,
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
