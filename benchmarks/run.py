@@ -42,5 +42,19 @@ if _HERE not in sys.path:
 
 from suite.command import main  # noqa: E402
 
+
+def _main(argv) -> int:
+    """The suite; with ``--then-rollout`` (scripts/bench.sh, which runs
+    benchmarks/rollout.py next) the rollout's estimate counts in the whole
+    job's, printed first."""
+    if "--then-rollout" not in argv:
+        return main(argv)
+    import rollout
+
+    argv = [a for a in argv if a != "--then-rollout"]
+    after = rollout.estimate_s(["--quick"] if "--quick" in argv else [])
+    return main(argv, parts_after={"the rollout benchmark": after})
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main(sys.argv[1:]))

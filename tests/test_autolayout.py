@@ -361,7 +361,7 @@ def test_the_default_probe_is_bounded_by_start_timeout(caplog, tmp_path):
         try:
             assert time.monotonic() - t0 < 30
             assert venv.layout.num_workers >= 1 and venv.layout.step_us is None
-            assert "did not finish within start_timeout=1 s" in venv.layout.why
+            assert "did not finish within 1 s (its limit: start_timeout)" in venv.layout.why
             assert venv.reset().shape[0] == 2  # the workers built theirs
         finally:
             venv.close()
@@ -632,6 +632,34 @@ def test_partial_batches_leave_a_core_to_the_policy_by_default(monkeypatch):
     venv = vecenv.make("vecenv/Noop-v0", 8, batch_size=8)  # lockstep: the auto default
     try:
         assert venv.layout.why.startswith("the default layout, num_workers='auto'")
+    finally:
+        venv.close()
+
+
+class _StuckStepEnv(gym.Env):
+    """Its step sleeps 30 s: what a probe in the calling process must not wait for."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        time.sleep(30.0)
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.timeout(60)
+def test_the_drop_ins_probe_gives_way_to_one_worker_per_core_within_two_seconds():
+    from vecenv.gymnasium_vector import AsyncVectorEnv
+
+    t0 = time.monotonic()
+    venv = AsyncVectorEnv([_StuckStepEnv] * 2)
+    try:
+        assert time.monotonic() - t0 < _plan.DROP_IN_PROBE_LIMIT_S + 15
+        assert venv.layout.num_workers == min(2, os.cpu_count() or 1, len(os.sched_getaffinity(0)))
+        assert "did not finish within 2 s" in venv.layout.why, venv.layout.why
     finally:
         venv.close()
 

@@ -359,12 +359,14 @@ def test_the_option_is_off_by_default_and_leaves_the_layout_as_it_was():
     assert on.nbytes >= off.nbytes
 
 
-def test_multi_agent_refuses_the_option():
+def test_multi_agent_takes_the_option_itself_before_any_process_starts():
+    # Its statistics are per agent row (tests/test_multi_agent.py); the engine's,
+    # one per env, are refused, and so is a value that is not a bool.
     from vecenv.multi_agent import MultiAgentVecEnv
 
-    with pytest.raises(vecenv.InvalidArgumentError, match="RecordEpisodeStatistics"):
-        MultiAgentVecEnv([lambda: None], episode_statistics=True)
-    with pytest.raises(vecenv.InvalidArgumentError, match="RecordEpisodeStatistics"):
+    with pytest.raises(vecenv.InvalidArgumentError, match=r"MultiAgentVecEnv\(\.\.\., episode"):
         MultiAgentVecEnv(
             [lambda: None], engine_options=vecenv.EngineOptions(episode_statistics=True)
         )
+    with pytest.raises(vecenv.InvalidArgumentError, match="episode_statistics must be a bool"):
+        MultiAgentVecEnv([lambda: None], episode_statistics="yes")

@@ -49,7 +49,7 @@ def test_layout_shares_and_processes():
     with vecenv.ShmemVecEnv(payload_fns(7), num_workers=2, inline=True, copy=False) as venv:
         lay = venv.layout
         assert (lay.num_workers, lay.envs_per_worker, lay.inline) == (2, 3, True)
-        assert venv.num_workers == 2 and "num_workers=2" in repr(venv)  # processes
+        assert venv.num_workers == 2 and "+ 2 workers x" in repr(venv)  # processes
         assert not venv.in_process and "caller stepping the first share" in lay.why
         assert venv._pool.ranges == [(0, 3), (3, 5), (5, 7)]
         assert len(set(me.children()) - before) == 2  # the caller's share is no process

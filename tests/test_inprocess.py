@@ -217,7 +217,7 @@ def test_matches_a_plain_loop_and_copy_false_gives_views():
 
 def test_make_passes_num_workers_through():
     with vecenv.make("CartPole-v1", 3, num_workers=0) as venv:
-        assert venv.in_process and "num_workers=0" in repr(venv)
+        assert venv.in_process and "layout='in process'" in repr(venv)
         assert venv.reset().shape == (3, 4)
 
 

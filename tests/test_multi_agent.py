@@ -603,13 +603,6 @@ def test_episode_statistics_match_a_plain_loop_over_the_rows(make_venv, black_de
     assert ended > 5
 
 
-def test_episode_statistics_inside_engine_options_is_refused():
-    with pytest.raises(InvalidArgumentError, match=r"MultiAgentVecEnv.*episode_statistics=True"):
-        MultiAgentVecEnv(
-            [ScriptedEnv], engine_options=vecenv.EngineOptions(episode_statistics=True)
-        )
-
-
 @pytest.mark.timeout(60)
 def test_concat_vec_envs_takes_supersuits_vector_env():
     ss = pytest.importorskip("supersuit")

@@ -139,7 +139,7 @@ def test_start_timeout_is_a_watchdog_timeout():
 
 @pytest.mark.timeout(60)
 def test_gymnasium_wait_timeouts_say_which_kind():
-    envs = AsyncVectorEnv(_fns(), timeout=1.0)
+    envs = AsyncVectorEnv(_fns(), timeout=1.0, num_workers=2)
     try:
         envs.reset()
         envs.step_async(_naps(0.0, 0.6))

@@ -755,7 +755,7 @@ def _probe_within(env_fn: Callable[[], Any], max_seconds: float, limit_s: Option
     thread.start()
     thread.join(limit_s)
     if not out:
-        raise TimeoutError(f"it did not finish within start_timeout={limit_s:g} s")
+        raise TimeoutError(f"it did not finish within {limit_s:g} s (its limit: start_timeout)")
     if isinstance(out[0], BaseException):
         raise out[0]
     return out[0]

@@ -133,7 +133,7 @@ def plan_layout(
             cpus,
             inprocess=allowed,
             inline_candidates=allowed and lockstep,  # the caller's share steps in each call
-            limit_s=options.start_timeout,
+            limit_s=_probe_limit(options.start_timeout, workers_only),
         )
         inline = layout.inline
         if layout.num_workers == 0:
@@ -175,6 +175,26 @@ def plan_layout(
             n, per, float(spin), why=why, follow=follow, inline=inline, inline_envs=share
         )
     return Plan(ranges, cores, layout)
+
+
+# The drop-ins' probe waits at most this long (seconds): the classes they
+# replace run no env step in the calling process, so a probe that outlasts it
+# (a step that takes seconds, or never returns) gives way to one worker per
+# usable core, their old default, at once.
+DROP_IN_PROBE_LIMIT_S = 2.0
+
+
+def _probe_limit(start_timeout: Optional[float], workers_only: bool) -> Optional[float]:
+    """How long the probe of ``"auto"`` may take (its limit: start_timeout,
+    as the probe's message says): ``start_timeout``, and for the drop-ins'
+    ``"workers"`` at most :data:`DROP_IN_PROBE_LIMIT_S`."""
+    if not workers_only:
+        return start_timeout
+    return (
+        DROP_IN_PROBE_LIMIT_S
+        if start_timeout is None
+        else min(start_timeout, DROP_IN_PROBE_LIMIT_S)
+    )
 
 
 def _inline_ranges(

@@ -140,7 +140,9 @@ class AsyncVectorEnv(VectorEnv):
         NEXT_STEP (default), SAME_STEP or DISABLED, as in gymnasium.
     max_concurrency : int, optional
         At most this many envs run at once: vecenv starts this many workers,
-        each stepping its envs in turn. Default: one worker per usable CPU.
+        each stepping its envs in turn. Default: every env in a worker
+        process, how many workers chosen by a probe of env 0 in this process
+        (at most 2 s; ``layout.why`` says what it chose).
     num_workers, envs_per_worker, timeout, start_timeout, spin, cpu_affinity
         vecenv's own options, passed to :class:`~vecenv.ShmemVecEnv`
         (keyword only; or all of them as ``engine_options``, an

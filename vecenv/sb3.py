@@ -87,8 +87,9 @@ class SubprocVecEnv(_SB3VecEnv):
         threads, e.g. PyTorch, in the parent; "fork" starts fastest).
     **vecenv_options
         Passed to :class:`~vecenv.ShmemVecEnv`: ``num_workers``,
-        ``envs_per_worker`` (default: one worker per usable CPU core, each
-        stepping several envs), ``copy``, ``timeout`` (seconds),
+        ``envs_per_worker`` (default: every env in a worker process, how
+        many workers chosen by a probe of env 0, at most 2 s; ``layout.why``
+        says what it chose), ``copy``, ``timeout`` (seconds),
         ``start_timeout``, ``spin``, ``cpu_affinity``, ``daemon``,
         ``spaces``, ``on_worker_death``, ``max_restarts``, ``check_rewards``,
         ``check_actions``, ``check_observations``, ``episode_statistics``; or

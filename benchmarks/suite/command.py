@@ -129,12 +129,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="also run benchmarks/multi_agent.py (simple_spread and a cheap env, agent-steps/s, "
         "vs SuperSuit and PufferLib); auto: in the default suite when pettingzoo is installed",
     )
-    p.add_argument(
-        "--then-rollout",
-        action="store_true",
-        help="benchmarks/rollout.py runs after this one (scripts/bench.sh does that): count it "
-        "in the estimate of the whole job printed first",
-    )
     p.add_argument("--list", action="store_true", help="list envs and contenders, then exit")
     args = p.parse_args(argv)
     fill_defaults(
@@ -518,22 +512,20 @@ def parse_cells(text: str, envs: Optional[Dict[str, Any]] = None) -> List[Tuple[
     return cells
 
 
-def main(argv=None) -> int:
+def main(argv=None, parts_after: Optional[Dict[str, float]] = None) -> int:
+    """Run the suite. ``parts_after``: the estimates (seconds, by name) of what
+    runs after it in the same job, for the whole job's estimate printed first."""
     args = parse_args(argv)
     console = Console()
     if args.list:
         list_everything(console)
         return 0
-    quick = ["--quick"] if args.quick else []
     args.parts_after = {}  # the parts of the job after this suite, by name: their estimates
     if _want_multi_agent(args, argv):
         import multi_agent
 
-        args.parts_after["multi-agent"] = multi_agent.estimate_s(quick)
-    if args.then_rollout:
-        import rollout
-
-        args.parts_after["the rollout benchmark"] = rollout.estimate_s(quick)
+        args.parts_after["multi-agent"] = multi_agent.estimate_s(["--quick"] if args.quick else [])
+    args.parts_after.update(parts_after or {})
     report = run(args)
     out: Path = args.out
     pngs = [out.with_suffix(".png"), out.with_name(out.stem + "-all.png")]
