@@ -899,8 +899,11 @@ def test_values_that_do_not_pickle_name_their_env():
     envs = AsyncVectorEnv(fns, num_workers=1, context="fork")
     try:
         envs.reset()
-        with pytest.raises(vecenv.ResultNotPicklableError) as info:
-            envs.get_attr("lock")
+        # The error is logged with gymnasium's texts (captured here, not left to the summary).
+        with pytest.warns(UserWarning) as logged:
+            with pytest.raises(vecenv.ResultNotPicklableError) as info:
+                envs.get_attr("lock")
+        assert any("from Worker-2 - Shutting it down" in str(w.message) for w in logged)
         assert info.value.env_index == 2 and "env 2's call('lock')" in str(info.value)
         assert isinstance(info.value, TypeError) and not isinstance(info.value, AttributeError)
         assert envs.get_attr("max_count") == (3, 3, 3, 3)  # the state is unchanged
@@ -1023,13 +1026,18 @@ def test_env_errors_are_raised_as_their_own_type_and_the_env_recovers():
     envs = AsyncVectorEnv([FailEnv] * 3, **ENGINE)
     try:
         envs.reset(seed=[0, 0, 0])
-        with pytest.raises(ValueError, match="Error in reset") as info:
-            envs.reset(seed=[1, 0, 0])
+        # Logged with gymnasium's texts, as its own class logs them (captured here).
+        with pytest.warns(UserWarning) as logged:
+            with pytest.raises(ValueError, match="Error in reset") as info:
+                envs.reset(seed=[1, 0, 0])
+        assert any("from Worker-0 - Shutting it down" in str(w.message) for w in logged)
         assert isinstance(info.value, vecenv.WorkerError) and info.value.env_index == 0
         assert "ValueError: Error in reset" in info.value.worker_traceback
         envs.reset(seed=10)
-        with pytest.raises(ValueError, match=r"Error in step with [12]") as info:
-            envs.step([0, 1, 2])
+        with pytest.warns(UserWarning) as logged:
+            with pytest.raises(ValueError, match=r"Error in step with [12]") as info:
+                envs.step([0, 1, 2])
+        assert any("Raising the last exception back" in str(w.message) for w in logged)
         assert sorted(info.value.errors) == [1, 2]
         obs, _ = envs.reset()  # after an error, a reset makes the envs usable again
         obs, *_ = envs.step([0, 0, 0])
