@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what the benchmark suite needs into the current Python, then run it.
 # Arguments go to benchmarks/run.py, e.g.
-#   bash scripts/bench.sh                       # the default suite (it prints its estimate, about 16 min on 2 cores),
+#   bash scripts/bench.sh                       # the default suite (it prints its estimate, about 14 min on 2 cores),
 #                                               # then the rollout benchmark (it prints its estimate, about 9 min)
 #   bash scripts/bench.sh --quick               # a smoke test of both (about 15 s)
 #   bash scripts/bench.sh --envs noop,cartpole --num-envs 8,16
