@@ -279,26 +279,26 @@ class Partial:
         self.layout = layout or {}
 
 
-def _gym_vector(cls, fns, seed, **kw):
-    venv = cls(fns, **kw)
+def _gym_vector(venv, seed, layout=None):
+    """A gymnasium vector env (gymnasium's or vecenv's drop-in) as a Lockstep."""
 
     def step(a):
         o, r, te, tr, _ = venv.step(a)
         return o, r, te | tr
 
-    return Lockstep(lambda: venv.reset(seed=seed)[0], step, venv.close)
+    return Lockstep(lambda: venv.reset(seed=seed)[0], step, venv.close, layout)
 
 
 def open_gym_sync(c):
     from gymnasium.vector import SyncVectorEnv
 
-    return _gym_vector(SyncVectorEnv, [c["factory"]] * c["n"], c["seed"])
+    return _gym_vector(SyncVectorEnv([c["factory"]] * c["n"]), c["seed"])
 
 
 def open_gym_async(c):
     from gymnasium.vector import AsyncVectorEnv
 
-    return _gym_vector(AsyncVectorEnv, [c["factory"]] * c["n"], c["seed"], shared_memory=True)
+    return _gym_vector(AsyncVectorEnv([c["factory"]] * c["n"], shared_memory=True), c["seed"])
 
 
 def open_sb3(c):
@@ -313,9 +313,7 @@ def open_vecenv_gym(c, **kw):
     import vecenv
 
     venv = vecenv.AsyncVectorEnv([c["factory"]] * c["n"], **kw)
-    lock = _gym_vector(lambda fns: venv, None, c["seed"])
-    lock.layout = _vecenv_layout(venv)
-    return lock
+    return _gym_vector(venv, c["seed"], _vecenv_layout(venv))
 
 
 def _vecenv_layout(venv) -> Dict[str, Any]:

@@ -190,11 +190,7 @@ def _probe_limit(start_timeout: Optional[float], workers_only: bool) -> Optional
     ``"workers"`` at most :data:`DROP_IN_PROBE_LIMIT_S`."""
     if not workers_only:
         return start_timeout
-    return (
-        DROP_IN_PROBE_LIMIT_S
-        if start_timeout is None
-        else min(start_timeout, DROP_IN_PROBE_LIMIT_S)
-    )
+    return min(DROP_IN_PROBE_LIMIT_S, start_timeout or DROP_IN_PROBE_LIMIT_S)
 
 
 def _inline_ranges(
