@@ -250,6 +250,8 @@ class TestOneNode:
         try:
             engine = venv.engine if facade == "sb3" else venv._venv
             assert isinstance(engine, RayVecEnv)
+            # No worker layout of the drop-in's own: its repr says so by leaving it out.
+            assert venv.layout is None and "layout=" not in repr(venv)
             if facade == "sb3":
                 ref.seed(1), venv.seed(1)
                 outs = [(venv.reset(), ref.reset())]

@@ -292,8 +292,9 @@ class AsyncVectorEnv(VectorEnv):
         venv.allow_steps_before_reset()  # gymnasium steps envs that were never reset
         self._venv = venv
         #: Where the envs step (the engine's :attr:`vecenv.ShmemVecEnv.layout`;
-        #: ``layout.why`` says how it was chosen).
-        self.layout = venv.layout
+        #: ``layout.why`` says how it was chosen). None on an engine without
+        #: worker processes of its own (a :class:`vecenv.ray.RayVecEnv`).
+        self.layout = getattr(venv, "layout", None)
         self.num_envs = venv.num_envs
         engine_md = dict(venv.metadata)
         self.render_mode = engine_md.pop("render_mode", None)

@@ -227,10 +227,11 @@ class SubprocVecEnv(_SB3VecEnv):
         return self._engine
 
     @property
-    def layout(self) -> Layout:
+    def layout(self) -> Optional[Layout]:
         """Where the envs step (:class:`vecenv.ShmemVecEnv`'s ``layout``):
-        ``layout.why`` says how it was chosen."""
-        return self._engine.layout
+        ``layout.why`` says how it was chosen. None on an engine without
+        worker processes of its own (a :class:`vecenv.ray.RayVecEnv`)."""
+        return getattr(self._engine, "layout", None)
 
     @property
     def num_workers(self) -> int:
@@ -471,7 +472,6 @@ class SubprocVecEnv(_SB3VecEnv):
         self.close()
 
     def __repr__(self) -> str:
-        return (
-            f"vecenv.sb3.SubprocVecEnv(num_envs={self.num_envs}, "
-            f"layout={self.layout.summary(self.num_envs)!r}, closed={self.closed})"
-        )
+        layout = self.layout
+        where = "" if layout is None else f"layout={layout.summary(self.num_envs)!r}, "
+        return f"vecenv.sb3.SubprocVecEnv(num_envs={self.num_envs}, {where}closed={self.closed})"
