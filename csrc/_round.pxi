@@ -84,6 +84,8 @@ cdef class WorkerRound:
     cdef list envs
     cdef object error_payload, unpack_reset
     cdef object py_step, py_finish, py_reset, py_write_obs, py_publish, read_action
+    cdef object keep_info  # the loop's InfoKeeper.keep: every info checked and cut
+    cdef bint cut_infos  # info_keys given: every dict info goes through keep_info
     cdef object final_writer
     cdef object reset_info_key
     cdef int mode
@@ -153,6 +155,8 @@ cdef class WorkerRound:
         self.py_reset = loop._reset
         self.py_write_obs = loop._write_obs
         self.py_publish = loop._publish_round
+        self.keep_info = loop.infos.keep
+        self.cut_infos = bool(loop.infos.filters)
         self.read_action = loop.read_action
         self.final_writer = loop.final_writer
         self.reset_info_key = _RESET_INFO_KEY
@@ -266,7 +270,7 @@ cdef class WorkerRound:
         self.ctrl = None
         self.slot = NULL
         self.envs = None
-        self.py_step = self.py_finish = self.py_reset = None
+        self.py_step = self.py_finish = self.py_reset = self.keep_info = None
         self.py_write_obs = self.py_publish = self.read_action = None
         self.final_writer = None
         self.act_buf = self.obs_buf = self.final_buf = None
@@ -404,9 +408,11 @@ cdef class WorkerRound:
         self.slot[P.SLOT_ACTIVITY] = P.ACTIVITY_AUTORESET
         self.slot[P.SLOT_ENV] = <uint32_t>(i + 1)
         result = self.envs[k].reset()
-        if type(result) is tuple and len(<tuple>result) == 2:
-            return result
-        return self.unpack_reset(result)
+        if type(result) is not tuple or len(<tuple>result) != 2:
+            result = self.unpack_reset(result)
+        if self.cut_infos or type((<tuple>result)[1]) is not dict:  # keep_info raises for a non-dict
+            result = ((<tuple>result)[0], self.keep_info((<tuple>result)[1], i, "reset()"))
+        return result
 
     cdef object _step(self, Py_ssize_t i, Py_ssize_t k, dict pipe, list needs):
         """Env ``i``'s step (k = i - lo): what _Loop._step returns (its info)."""
@@ -435,6 +441,8 @@ cdef class WorkerRound:
         obs, reward, terminated, truncated, info = <tuple>result
         if type(info) is not dict:
             return self.py_finish(i, k, result)
+        if self.cut_infos:
+            info = self.keep_info(info, i, "step()")
         if PyFloat_CheckExact(reward) or type(reward) is self.np_float64:
             r = PyFloat_AS_DOUBLE(reward)
         elif type(reward) is self.np_float32:

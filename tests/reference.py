@@ -85,6 +85,10 @@ class _RewardMismatch(ValueError):
     """Reported as a ValueError of kind "RewardError"."""
 
 
+class _InfoMismatch(TypeError):
+    """Reported as a TypeError of kind "InfoError"."""
+
+
 def _unpicklable_report(exc, env):
     """The report of env ``env``'s info that could not be sent to the parent."""
     from vecenv._protocol import ErrorReport
@@ -115,6 +119,8 @@ def _report(exc, env, where):
         kind, cls = "ObservationError", ValueError
     elif isinstance(exc, _RewardMismatch):
         kind, cls = "RewardError", ValueError
+    elif isinstance(exc, _InfoMismatch):
+        kind, cls = "InfoError", TypeError
     return ErrorReport(
         kind=kind,
         message=str(exc),
@@ -216,7 +222,15 @@ class WorkerRoundReference:
     """
 
     def __init__(
-        self, envs, layout, views, autoreset_mode, check_rewards=False, reseed=True, episodes=None
+        self,
+        envs,
+        layout,
+        views,
+        autoreset_mode,
+        check_rewards=False,
+        reseed=True,
+        episodes=None,
+        info_keys=None,
     ):
         from vecenv import _layout
 
@@ -227,6 +241,7 @@ class WorkerRoundReference:
         self.terminated, self.truncated, self.final_observations = self.views[3:]
         self.mode = autoreset_mode
         self.check_rewards = check_rewards
+        self.info_keys = info_keys
         self.reseed = reseed
         self.flatten = _layout.make_flattener(envs[0].observation_space)
         self.action_space = envs[0].action_space
@@ -263,6 +278,13 @@ class WorkerRoundReference:
                 else:
                     statuses[i] = Status.OK
         self.slot = (-1, 0)
+        for i in [i for i, info in infos.items() if any(not isinstance(k, str) for k in info)]:
+            bad = [k for k in infos.pop(i) if not isinstance(k, str)]
+            exc = _InfoMismatch(
+                f"env {i} returned an info from step() or reset() with keys that are not str: {bad!r}"
+            )
+            errors[i] = _report(exc, i, "step or reset")
+            statuses[i] = Status.ERROR
         if infos or errors:
             try:
                 sent = pickle.dumps((int(Msg.ROUND), infos, errors))
@@ -322,10 +344,11 @@ class WorkerRoundReference:
             self.pipe_actions.pop(i, None)  # the action is not used
             self._enter(i, Activity.AUTORESET)
             obs, info = env.reset()
-            info = self._write_result(i, obs, 0.0, False, False, info)
+            info = self._write_result(i, obs, 0.0, False, False, self._info(info, i, "reset()"))
             self._new_episode(i)  # the reset step is none of the new episode's steps
             return info
         obs, reward, terminated, truncated, info = env.step(self._read_action(i))
+        info = self._info(info, i, "step()")
         if self.check_rewards and not _is_finite(reward):
             raise _RewardMismatch(
                 f"env {i} returned reward {reward!r}; expected a finite float (check_rewards=True)"
@@ -340,6 +363,7 @@ class WorkerRoundReference:
                 )
                 self._enter(i, Activity.AUTORESET)
                 obs, reset_info = env.reset()
+                reset_info = self._info(reset_info, i, "reset()")
                 if reset_info:
                     from vecenv._worker import RESET_INFO_KEY
 
@@ -348,6 +372,7 @@ class WorkerRoundReference:
                 final_obs, final_info = copy.deepcopy(obs), info
                 self._enter(i, Activity.AUTORESET)
                 obs, reset_info = env.reset()
+                reset_info = self._info(reset_info, i, "reset()")
                 info = {"final_info": final_info, "final_obs": final_obs, **reset_info}
             elif self.mode == "next_step":
                 self.needs_reset[i] = True
@@ -363,6 +388,18 @@ class WorkerRoundReference:
                 self._new_episode(i)
         return info
 
+    def _info(self, info, i, what):
+        """What the env returned as its info, as every env's info is taken:
+        a dict (else an InfoError naming env ``i``), cut to ``info_keys``."""
+        if not isinstance(info, dict):
+            raise _InfoMismatch(
+                f"env {i} returned an info of type {type(info).__name__} from {what}; "
+                "expected a dict (gymnasium's Env API)"
+            )
+        if self.info_keys is None:
+            return info
+        return {k: info[k] for k in self.info_keys if k in info}
+
     def _new_episode(self, i):
         self.episode_sums[i] = (0.0, 0)
         self.episode_starts[i] = time.monotonic()
@@ -377,7 +414,7 @@ class WorkerRoundReference:
             kwargs = {"seed": kwargs.get("seed"), "options": kwargs.get("options")}
         self.needs_reset[i] = False
         obs, info = self.envs[i].reset(**kwargs)
-        info = self._write_result(i, obs, 0.0, False, False, info)
+        info = self._write_result(i, obs, 0.0, False, False, self._info(info, i, "reset()"))
         self._new_episode(i)
         return info
 
@@ -385,7 +422,7 @@ class WorkerRoundReference:
         """Write env ``i``'s observation, then reward and flags (in that
         order: an error in one leaves the earlier ones written); return its
         info with the pickled observation leaves added."""
-        from vecenv._worker import PICKLED_FINAL_KEY, PICKLED_OBS_KEY
+        from vecenv._protocol import PICKLED_FINAL_KEY, PICKLED_OBS_KEY
 
         pickled = self._write_obs(i, obs, self.observations, "an observation")
         self.rewards[i] = reward

@@ -204,7 +204,7 @@ def _layout_for(envs, mode, pickled, episodes=False):
     )
 
 
-def make_loop(envs, mode, check_rewards=False, pickled=False, episodes=False):
+def make_loop(envs, mode, check_rewards=False, pickled=False, episodes=False, info_keys=None):
     """A worker loop hosting ``envs`` as worker 0 of one, over a fresh shared block."""
     n = len(envs)
     layout = _layout_for(envs, mode, pickled, episodes)
@@ -224,19 +224,26 @@ def make_loop(envs, mode, check_rewards=False, pickled=False, episodes=False):
         spin_s=0.0,
         autoreset_mode=mode,
         check_rewards=check_rewards,
+        info_keys=info_keys,
     )
     loop = CountingLoop(spec, FakeConn(), None, envs, block, layout)
     assert isinstance(loop.round, _core.WorkerRound) and not loop.round.closed
     return loop
 
 
-def make_reference(envs, mode, check_rewards=False, pickled=False, episodes=False):
+def make_reference(envs, mode, check_rewards=False, pickled=False, episodes=False, info_keys=None):
     """The reference round over a zeroed block of the loop's layout."""
     layout = _layout_for(envs, mode, pickled, episodes)
     block = np.zeros(layout.nbytes, np.uint8)
     views = (*layout.views(block), layout.final_views(block))
     return WorkerRoundReference(
-        envs, layout, views, mode, check_rewards=check_rewards, episodes=layout.episode_views(block)
+        envs,
+        layout,
+        views,
+        mode,
+        check_rewards=check_rewards,
+        episodes=layout.episode_views(block),
+        info_keys=info_keys,
     )
 
 
@@ -778,6 +785,52 @@ class UnpicklableInfoEnv(PlainEnv):
         if self.steps == 2:
             info = {"fn": lambda: None} if self.env_id == 1 else {"t": self.steps}
         return obs, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("info_keys", [(), ("t", "reset_of"), ("absent",)])
+def test_info_keys_cut_infos_as_the_reference_does(mode, info_keys):
+    """info_keys: the step and reset infos cut alike on both sides, the None
+    infos of the scripts still refused (InfoError), what vecenv adds kept."""
+    knobs = {**KNOBS, "info_p": 0.6, "reset_info_p": 0.6}
+    compare(_envs("box_f32-discrete", knobs=knobs), mode, seed=7, info_keys=info_keys)
+    # The compiled path cuts too: common steps still never call Python.
+    loop = make_loop([PlainEnv(e, length=3, reset_info=True) for e in range(3)], mode, info_keys=())
+    try:
+        _run_steps(loop, 7, 3)
+        assert loop.calls["_step"] == 0
+        if mode != "same_step":  # same_step's episode ends go to Python (final_info, final_obs)
+            # Each reset info was cut to {}: no round message at all.
+            assert loop.calls["_finish_step"] == loop.calls["_publish_round"] == 0
+    finally:
+        loop.release()
+
+
+class OddInfoEnv(PlainEnv):
+    """Env 1's step info is ``bad`` (not a dict, or a dict with a key that is
+    not a str); the others return ``{"t": step}``."""
+
+    def __init__(self, env_id, bad):
+        super().__init__(env_id, length=50)
+        self.bad = bad
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = super().step(action)
+        return obs, reward, terminated, truncated, self.bad if self.env_id == 1 else {"t": 1}
+
+
+@pytest.mark.parametrize("bad", [None, ["t", 1], {3: "x"}, {"t": 1, (1, 2): 0}])
+def test_an_info_that_is_not_a_dict_of_str_keys_is_an_info_error_of_its_env(bad):
+    loop = make_loop([OddInfoEnv(e, bad) for e in range(3)], "sb3")
+    try:
+        for side in (loop, make_reference([OddInfoEnv(e, bad) for e in range(3)], "sb3")):
+            _run_steps(side, 1, 3)
+            infos, errors = messages(side)[-1]
+            assert list(errors) == [1] and set(infos) == {0, 2}
+            assert errors[1].kind == "InfoError" and errors[1].env_index == 1
+            assert "env 1 returned an info" in errors[1].message
+    finally:
+        loop.release()
 
 
 @pytest.mark.parametrize("mode", ["sb3", "next_step"])

@@ -179,6 +179,7 @@ class InprocLoop(_Loop):
         info need not pickle in process). Each info dict is a shallow copy,
         since the parent adds and pops keys (``terminal_observation``, the
         reset info) and an env may return the same dict every step."""
+        self._refuse_bad_keys(done_envs, statuses, infos, errors)
         ticket = self.ctrl.publish(done_envs, statuses, self.spec.index)
         if infos or errors:
             self.conn.keep_round({i: dict(info) for i, info in infos.items()}, errors, ticket)
@@ -390,7 +391,7 @@ class InprocPool:
         Where the stand-in process and channel are recorded for the finalizer.
     env_fns : sequence of callables
         The env factories (built by :meth:`start`).
-    autoreset_mode, check_rewards, check_spaces, check_observations
+    autoreset_mode, check_rewards, check_spaces, check_observations, info_keys
         What the loop is told (:class:`vecenv._worker.WorkerSpec`).
     """
 
@@ -407,6 +408,7 @@ class InprocPool:
         check_rewards: bool,
         check_spaces: bool,
         check_observations: bool = False,
+        info_keys: Optional[Tuple[str, ...]] = None,
     ):
         self.resources = resources
         self.env_fns = list(env_fns)
@@ -426,6 +428,7 @@ class InprocPool:
             check_rewards=check_rewards,
             check_spaces=check_spaces,
             check_observations=check_observations,
+            info_keys=info_keys,
         )
         self.chan: Optional[InprocChannel] = None
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Seq
 
 import numpy as np
 
+from vecenv._infos import check_info_keys
 from vecenv._protocol import AUTORESET_MODES
 from vecenv.errors import InvalidArgumentError
 
@@ -38,7 +39,8 @@ class EngineOptions:
     ``inline``), the durations (``timeout`` and ``start_timeout`` > 0 or
     None, ``spin`` >= 0 or None, in seconds), ``autoreset_mode`` (any
     spelling; stored as the engine's name), ``context``,
-    ``on_worker_death`` and ``max_restarts``. ``num_workers``,
+    ``on_worker_death``, ``max_restarts`` and ``info_keys`` (stored as a
+    tuple). ``num_workers``,
     ``envs_per_worker``, ``batch_size`` and ``cpu_affinity`` depend on
     ``num_envs`` and are checked when the engine is built.
 
@@ -69,8 +71,10 @@ class EngineOptions:
     check_spaces: bool = True
     check_observations: bool = False
     episode_statistics: bool = False
+    info_keys: Optional[Collection[str]] = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "info_keys", check_info_keys(self.info_keys))
         if not isinstance(self.inline, (bool, np.bool_)):
             raise InvalidArgumentError(f"inline must be a bool, got {self.inline!r}")
         k = self.inline_envs

@@ -246,7 +246,7 @@ class WorkerPool:
         The watchdog: seconds a post or a read may take (None: no limit).
     cores : list of int or None
         Core of each worker (``cpu_affinity``), or None: no pinning.
-    spin, follow, autoreset_mode, check_rewards, check_spaces, check_observations
+    spin, follow, autoreset_mode, check_rewards, check_spaces, check_observations, info_keys
         What each worker is told (:class:`vecenv._worker.WorkerSpec`;
         ``follow`` is its ``follow_s``).
     inline : bool
@@ -272,6 +272,7 @@ class WorkerPool:
         check_rewards: bool,
         check_spaces: bool,
         check_observations: bool = False,
+        info_keys: Optional[Tuple[str, ...]] = None,
         follow: float = 0.0,
         inline: bool = False,
     ):
@@ -307,6 +308,7 @@ class WorkerPool:
                 check_rewards=check_rewards,
                 check_spaces=check_spaces,
                 check_observations=check_observations,
+                info_keys=info_keys,
             )
             for w, (lo, hi) in enumerate(ranges)
         ]

@@ -391,7 +391,7 @@ class Closed:
 
 
 # Reports of vecenv's own checks of what an env returned (the env raised nothing).
-_CHECKS = frozenset({"ObservationError", "RewardError"})
+_CHECKS = frozenset({"ObservationError", "RewardError", "InfoError"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,10 +45,8 @@ import numpy as np
 from vecenv import _core, _episodes, _layout, _shm
 from vecenv import _protocol as msgs
 from vecenv._channel import WorkerChannel, encode
-from vecenv._infos import info_snapshot
+from vecenv._infos import InfoKeeper, InfoMismatch, info_snapshot, with_pickled
 from vecenv._protocol import (
-    PICKLED_FINAL_KEY,
-    PICKLED_OBS_KEY,
     RESET_INFO_KEY,
     Activity,
     Autoreset,
@@ -80,6 +78,7 @@ class WorkerSpec:
     pdeathsig: bool = False  # ask the kernel to kill us when the parent dies
     check_spaces: bool = True  # all envs of the worker must have env lo's spaces
     check_observations: bool = False  # an observation of another dtype is refused, not cast
+    info_keys: Optional[Tuple[str, ...]] = None  # the info keys kept (None: all; vecenv._infos)
     # The parent's os.environ when it started this worker (None: keep ours).
     # Under forkserver a worker would otherwise see the forkserver's, as it
     # was when that process started.
@@ -192,6 +191,8 @@ def error_payload(exc: BaseException, env_index: Optional[int], where: str) -> E
         kind, cls = "ObservationError", ValueError
     elif isinstance(exc, _RewardMismatch):
         kind, cls = "RewardError", ValueError
+    elif isinstance(exc, InfoMismatch):
+        kind, cls = "InfoError", TypeError
     return ErrorReport(
         kind=kind,
         message=str(exc),
@@ -554,6 +555,7 @@ class _Loop:
         self.needs_reset = [False] * len(envs)  # next_step autoreset
         self.mode = Autoreset.named(spec.autoreset_mode)
         self.check_rewards = spec.check_rewards
+        self.infos = InfoKeeper(spec.info_keys)  # the one check and cut of every env's info
         self._views = (acts, obs, rew, term, trunc, final)
         # A restarted worker picks up the counters where its predecessor left
         # them: it waits for cmd_seq to change from its current value and
@@ -635,6 +637,7 @@ class _Loop:
     ) -> None:
         """Publish the round's envs, then send its infos and errors (if any).
         The compiled round calls this for a round with an info or an error."""
+        self._refuse_bad_keys(done_envs, statuses, infos, errors)
         msg = None
         if infos or errors:
             msg = (_ROUND, infos, errors)
@@ -655,6 +658,13 @@ class _Loop:
             # After the publish: the parent reads it for the envs it collected
             # under this ticket (vecenv._channel).
             self.conn.send_body(payload, ticket)
+
+    def _refuse_bad_keys(self, done_envs, statuses, infos, errors) -> None:
+        """An info with a key that is not a str becomes its env's InfoError."""
+        for i, exc in InfoKeeper.bad_keys(infos):
+            del infos[i]
+            errors[i] = error_payload(exc, i, "step or reset")
+            statuses[done_envs.index(i)] = _ST_ERROR
 
     def _reseed_from(self, ops: List[Tuple[int, int]]) -> None:
         """Reseed the global generators from the first seed among this
@@ -700,6 +710,7 @@ class _Loop:
         """The rest of env ``i``'s step once ``env.step`` returned ``result``."""
         env = self.envs[k]
         obs, reward, terminated, truncated, info = result
+        info = self.infos.keep(info, i, "step()")
         final_pickled = None
         if self.check_rewards and not _finite(reward):
             raise _RewardMismatch(
@@ -717,6 +728,7 @@ class _Loop:
                 final_pickled = self._write_obs(i, obs, self.final_writer, "a final observation")
                 self.ctrl.enter(self.spec.index, i, _AUTORESET)
                 obs, reset_info = env.reset()
+                reset_info = self.infos.keep(reset_info, i, "reset()")
                 if reset_info:
                     info = {**info, RESET_INFO_KEY: reset_info}
             elif mode is _SAME_STEP:
@@ -724,6 +736,7 @@ class _Loop:
                 final_obs, final_info = copy.deepcopy(obs), info_snapshot(info)
                 self.ctrl.enter(self.spec.index, i, _AUTORESET)
                 obs, reset_info = env.reset()
+                reset_info = self.infos.keep(reset_info, i, "reset()")
                 # gymnasium's layout: final_info, final_obs, then the reset info's keys.
                 info = {"final_info": final_info, "final_obs": final_obs, **reset_info}
             elif mode is _NEXT_STEP:
@@ -732,7 +745,7 @@ class _Loop:
         self.rewards[i] = reward
         self.terminated[i] = terminated
         self.truncated[i] = truncated
-        info = _with_pickled(info, pickled, final_pickled)
+        info = with_pickled(info, pickled, final_pickled)
         if self.episodes is not None:  # last: only an env-step that succeeded counts
             self.episodes.step(i, k, self.rewards[i], bool(terminated or truncated))
         return info
@@ -751,11 +764,12 @@ class _Loop:
     def _reset_row(self, i: int, k: int, obs, info):
         """Env ``i``'s rows after a reset (its observation, reward 0, no
         flags), a new episode; its info."""
+        info = self.infos.keep(info, i, "reset()")
         pickled = self._write_obs(i, obs)
         self.rewards[i] = 0.0
         self.terminated[i] = False
         self.truncated[i] = False
-        info = _with_pickled(info, pickled, None)
+        info = with_pickled(info, pickled, None)
         if self.episodes is not None:
             self.episodes.restart(k)
         return info
@@ -869,18 +883,6 @@ def _describe_leaves(obs, flatten) -> str:
                 continue
         out.append((tuple(a.shape), str(a.dtype)))
     return str(out)
-
-
-def _with_pickled(info, pickled, final_pickled):
-    """``info`` with the pickled observation leaves added (see PICKLED_OBS_KEY)."""
-    if pickled is None and final_pickled is None:
-        return info
-    info = dict(info)
-    if pickled is not None:
-        info[PICKLED_OBS_KEY] = pickled
-    if final_pickled is not None:
-        info[PICKLED_FINAL_KEY] = final_pickled
-    return info
 
 
 def _unpack_reset(result):

@@ -91,6 +91,12 @@ class RewardError(WorkerError):
     built with ``check_rewards=True``."""
 
 
+class InfoError(WorkerError, TypeError):
+    """An env returned an info that is not a dict, or a dict with keys that
+    are not str (gymnasium's Env API asks for ``dict[str, Any]``). The env
+    raised nothing; ``env_index`` is the env whose info it was."""
+
+
 class ResultNotPicklableError(WorkerError, TypeError):
     """An env's value could not be sent back to the parent process: the
     result of ``get_attr``, ``env_method``, ``call`` or ``render`` does not

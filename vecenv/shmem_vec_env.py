@@ -41,13 +41,26 @@ buried workers again; ``on_worker_death="restart"`` does so during a step and
 reports the envs as truncated. The segment handle stays valid for new workers
 because the parent keeps the memfd open; a new worker starts from its slot's
 current cmd_seq and msg_seq.
+
+A worker's process: each worker sees the parent's ``os.environ`` as it was
+when the worker was started (at construction, or at a restart), under every
+start method; the working directory and ``sys.path`` are the parent's too.
+Each worker reseeds the global generators (``random``, ``np.random``'s legacy
+global ``RandomState``, and ``torch`` when imported) from fresh entropy when
+it starts (before the factories run), so envs that draw from them do not
+repeat each other's numbers (forked workers would otherwise all continue the
+parent's stream). When a reset gives the worker's envs seeds (``seed()``, or
+``reset(seed=...)`` in the façades), the worker reseeds them again from the
+first of those seeds, just before those resets run: a seeded run draws the
+same numbers again. The envs' own ``np_random`` is seeded by gymnasium from
+the same seed, independently.
 """
 
 from __future__ import annotations
 
 import weakref
 from multiprocessing import get_context
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -202,6 +215,15 @@ class ShmemVecEnv(EngineVecEnv):
         True: the workers keep each env's return, length and duration
         (seconds), and a step whose episode ended gives its info
         ``"episode": {"r": float, "l": int, "t": float}``. Default False.
+    info_keys : collection of str, optional
+        The keys of the envs' own step and reset infos to keep, in this
+        order; the others are dropped in the worker, before anything is
+        copied, pickled or sent (``()``: none, for loops that never read
+        per-step infos). What vecenv adds stays: ``terminal_observation``,
+        ``TimeLimit.truncated``, ``final_obs``, ``episode``, restart reports.
+        Default None: every key. (SB3's ``Monitor`` names its kept keys
+        ``info_keywords``.) Infos must be dicts with str keys either way:
+        anything else is an :class:`~vecenv.errors.InfoError` naming the env.
     engine_options : EngineOptions, optional
         All of the options above as one :class:`~vecenv.EngineOptions`
         (then pass none of them as keywords). The options in use are the
@@ -209,20 +231,8 @@ class ShmemVecEnv(EngineVecEnv):
 
     Notes
     -----
-    Each worker sees the parent's ``os.environ`` as it was when the worker was
-    started (at construction, or at a restart), under every start method;
-    the working directory and ``sys.path`` are the parent's too.
-
-    Each worker reseeds the global generators (``random``, ``np.random``'s
-    legacy global ``RandomState``, and ``torch`` when imported) from fresh
-    entropy when it starts (before the factories run), so envs that draw
-    from them do not repeat each other's numbers (forked workers would
-    otherwise all continue the parent's stream). When a reset gives the
-    worker's envs seeds (:meth:`seed`, or ``reset(seed=...)`` in the
-    façades), the worker reseeds them again from the first of those seeds,
-    just before those resets run: a seeded run draws the same numbers again.
-    The envs' own ``np_random`` is seeded by gymnasium from the same seed,
-    independently.
+    The workers' environment variables and global generators: see the
+    module's docstring ("A worker's process").
 
     Raises
     ------
@@ -269,6 +279,7 @@ class ShmemVecEnv(EngineVecEnv):
         check_spaces: bool = True,
         check_observations: bool = False,
         episode_statistics: bool = False,
+        info_keys: Optional[Collection[str]] = None,
         engine_options: Optional[EngineOptions] = None,
         _fallback_for_testing: bool = False,
         _default_layout: str = "auto",
@@ -727,6 +738,7 @@ def _make_pool(
         "check_rewards": bool(options.check_rewards),
         "check_spaces": bool(options.check_spaces),
         "check_observations": bool(options.check_observations),
+        "info_keys": options.info_keys,
     }
     if plan.in_process:
         return InprocPool(resources, env_fns, **kwargs)
