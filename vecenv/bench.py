@@ -56,6 +56,10 @@ __all__ = ["Result", "busy_policy", "compare", "layout_candidates", "main", "rec
 
 ACTION_POOL = 64  # pre-sampled action batches, used in turn
 GYM_SYNC, GYM_ASYNC = "gym_sync", "gym_async"
+# vecenv's best lockstep layout measured again, then with info_keys=(), back
+# to back: what the infos cost (the first pick is the luckiest of its rounds).
+INFO_BASE, INFO_CUT = "vecenv_infos", "vecenv_info_keys"
+INFO_PROBE_STEPS = 16  # steps of one env that tell whether it returns infos
 AS_FAST = 0.95  # "as fast": within 5% (single short measurements are noisy)
 
 
@@ -196,7 +200,9 @@ class Result:
     Attributes
     ----------
     name : str
-        ``"vecenv"``, ``"gym_sync"`` or ``"gym_async"``.
+        ``"vecenv"``, ``"gym_sync"``, ``"gym_async"``, or ``"vecenv_infos"``
+        and ``"vecenv_info_keys"`` (vecenv's best lockstep layout again, then
+        with ``info_keys=()``: see :func:`compare`).
     label : str
         What it is, for people (``"vecenv num_workers=2 (8 envs each)"``).
     options : dict
@@ -401,6 +407,9 @@ def compare(
         Any of ``"vecenv"`` (in process, each layout of
         :func:`layout_candidates`, ``num_workers="auto"``, and partial batches
         of ``num_envs // 2`` on the most workers), ``"gym_sync"``, ``"gym_async"``.
+        With ``"vecenv"``, an env that returns infos (:func:`returns_infos`)
+        adds two last contenders: vecenv's best lockstep layout again
+        (``"vecenv_infos"``), then with ``info_keys=()`` (``"vecenv_info_keys"``).
     cores : int, optional
         Usable cores to plan layouts for (default: this process's affinity).
     seed : int
@@ -432,16 +441,33 @@ def compare(
     probe = env_fn()
     try:
         actions = _sample_actions(probe.action_space, num_envs, seed)
+        infos = "vecenv" in contenders and returns_infos(probe, seed)
     finally:
         probe.close()
     plan = _contenders(num_envs, cores or usable_cpus(), contenders)
-    results = []
-    for k, (name, label, options) in enumerate(plan):
+    total = len(plan) + 2 * bool(infos)
+    results: List[Result] = []
+    for k in range(total):
+        if k < len(plan):
+            name, label, options = plan[k]
+        else:  # the env returns infos: the best lockstep layout with, then without them
+            lockstep = [
+                r
+                for r in results[: len(plan)]
+                if r.name == "vecenv" and r.env_steps_per_s and "batch_size" not in r.options
+            ]
+            if not lockstep:
+                break
+            best = max(lockstep, key=_rate)
+            name, label, options = INFO_BASE, f"{best.label} again", best.options
+            if k > len(plan):
+                name, label = INFO_CUT, f"{best.label}, info_keys=()"
+                options = {**best.options, "info_keys": ()}
         t0 = time.perf_counter()
         res = Result(name, label, options)
         try:
             res.env_steps_per_s, res.stats = _measure_one(
-                name,
+                "vecenv" if name in (INFO_BASE, INFO_CUT) else name,
                 options,
                 env_fn,
                 num_envs,
@@ -456,8 +482,24 @@ def compare(
         res.seconds = time.perf_counter() - t0
         results.append(res)
         if progress is not None:
-            progress(k + 1, len(plan), res)
+            progress(k + 1, total, res)
     return results
+
+
+def returns_infos(env: Any, seed: int = 0) -> bool:
+    """Whether ``env`` returns a non-empty info from ``reset`` or from one
+    of its first :data:`INFO_PROBE_STEPS` steps (random actions)."""
+    _, info = env.reset(seed=seed)
+    if info:
+        return True
+    env.action_space.seed(seed)
+    for _ in range(INFO_PROBE_STEPS):
+        _, _, terminated, truncated, info = env.step(env.action_space.sample())
+        if info:
+            return True
+        if terminated or truncated:
+            env.reset()
+    return False
 
 
 def fmt_rate(x: Optional[float]) -> str:
@@ -485,9 +527,13 @@ def recommend(
     ``code(options)``, the line that builds it, when given) and where its
     time went (its verdict; when it reads policy-bound, whether the partial
     batches it advises were measured slower), and whether gymnasium's
-    in-process SyncVectorEnv is as fast or faster (within 5%).
+    in-process SyncVectorEnv is as fast or faster (within 5%); for an env
+    that returns infos, the share of the step they take (from the
+    ``info_keys=()`` measurement) and the option that removes it.
     """
-    ok = [r for r in results if r.env_steps_per_s]
+    ok = [r for r in results if r.env_steps_per_s and r.name not in (INFO_BASE, INFO_CUT)]
+    base = next((r for r in results if r.env_steps_per_s and r.name == INFO_BASE), None)
+    cut = next((r for r in results if r.env_steps_per_s and r.name == INFO_CUT), None)
     if not ok:
         return ["nothing could be measured: see the errors above"]
     best = max(ok, key=_rate)
@@ -525,6 +571,15 @@ def recommend(
                 lines.append(
                     f"gymnasium SyncVectorEnv (in-process) is slower here ({ratio:.2f}x vecenv's best)"
                 )
+    if base is not None and cut is not None:
+        share = max(0.0, 1.0 - _rate(base) / _rate(cut))
+        lines.append(
+            f"infos: the env returns infos; they take {share:.0%} of its step time here "
+            f"({base.label}: {fmt_rate(base.env_steps_per_s)} env-steps/s, "
+            f"{fmt_rate(cut.env_steps_per_s)} with info_keys=(), "
+            f"{_rate(cut) / _rate(base):.2f}x): a loop that reads no per-step infos passes "
+            "info_keys=() (or the keys it reads)"
+        )
     return lines
 
 
@@ -604,8 +659,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         t0 = time.perf_counter()  # once more, imports done: what building one env costs
         probe = env_fn()
         probe.reset(seed=args.seed)
-        probe.close()
         make_s = time.perf_counter() - t0
+        infos = returns_infos(probe, args.seed)  # compare() then times infos too
+        probe.close()
     except Exception as exc:
         print(
             f"vecenv.bench: cannot make {args.env!r}: {type(exc).__name__}: {exc}", file=sys.stderr
@@ -629,7 +685,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     build = args.num_envs * make_s
     estimate = sum(
         per + 0.2 + (build if name == GYM_SYNC else build / cores) for name, _, _ in plan
-    )
+    ) + 2 * (per + 0.2 + build / cores) * (infos and "vecenv" in args.contenders)
     print(
         f"vecenv.bench: {args.env} x{args.num_envs} on {cores} usable cores: {len(plan)} "
         f"contenders, {per:g} s each plus start-up: about {estimate:.0f} s",

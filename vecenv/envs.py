@@ -7,6 +7,11 @@
 * :class:`CounterEnv` (``"vecenv/Counter-v0"``): deterministic Dict/Tuple
   observations that encode the env's id, step count and last action; episodes
   end after ``episode_length`` steps. Used to check ordering and correctness.
+* :class:`InfoEnv` (``"vecenv/Info-v0"``): about ``work_s`` (10 us) of busy
+  work a step and, with ``infos=True`` (default), MuJoCo's locomotion info
+  keys as four NumPy float64 scalars every step (HalfCheetah-v5's
+  ``x_position``, ``x_velocity``, ``reward_forward``, ``reward_ctrl``);
+  ``infos=False`` returns ``{}``: the cost of per-step infos, alone.
 * :class:`SleepEnv` (``"vecenv/Sleep-v0"``): each step sleeps a random time
   from a heavy-tailed distribution (most steps ``fast_s``, one in
   ``1 / slow_prob`` steps ``slow_s``); for partial-batch benchmarks.
@@ -124,6 +129,50 @@ class CounterEnv(gym.Env):
         return frame
 
 
+class InfoEnv(gym.Env):
+    """Observation Box(17,) float64 (HalfCheetah-v5's size), action Box(6,)
+    float32; ``work_s`` seconds of busy work a step (default 10 us); reward
+    ``reward_forward + reward_ctrl``; episodes of ``episode_length`` steps
+    (truncated). With ``infos=True`` every step's and reset's info holds the
+    four float64 scalars HalfCheetah-v5 reports (reset: ``x_position`` and
+    ``x_velocity`` only, as MuJoCo's reset info is smaller)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, work_s: float = 10e-6, infos: bool = True, episode_length: int = 1000):
+        self.observation_space = spaces.Box(-np.inf, np.inf, (17,), np.float64)
+        self.action_space = spaces.Box(-1.0, 1.0, (6,), np.float32)
+        self.work_s, self.infos, self.episode_length = work_s, infos, episode_length
+        self._obs: np.ndarray = np.zeros(17, np.float64)
+        self._t = 0
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None):
+        super().reset(seed=seed)
+        self._t = 0
+        self._obs[:] = 0.0
+        if not self.infos:
+            return self._obs, {}
+        return self._obs, {"x_position": np.float64(0.0), "x_velocity": np.float64(0.0)}
+
+    def step(self, action):
+        end = time.perf_counter() + self.work_s
+        while time.perf_counter() < end:
+            pass
+        self._t += 1
+        x_velocity = float(np.clip(action[0], -1.0, 1.0))
+        self._obs[0] += 0.05 * x_velocity
+        forward, ctrl = np.float64(x_velocity), np.float64(-0.1 * float(np.square(action).sum()))
+        info = {}
+        if self.infos:
+            info = {
+                "x_position": np.float64(self._obs[0]),
+                "x_velocity": np.float64(x_velocity),
+                "reward_forward": forward,
+                "reward_ctrl": ctrl,
+            }
+        return self._obs, float(forward + ctrl), False, self._t >= self.episode_length, info
+
+
 class SleepEnv(gym.Env):
     """Heavy-tailed step time: ``fast_s`` seconds of busy work, or ``slow_s``
     with probability ``slow_prob`` (defaults: 50 us, one step in twenty 2 ms).
@@ -178,6 +227,7 @@ def register() -> None:
         ("BigObs-v0", BigObsEnv),
         ("Counter-v0", CounterEnv),
         ("Sleep-v0", SleepEnv),
+        ("Info-v0", InfoEnv),
     ):
         env_id = f"vecenv/{name}"
         if env_id not in gym.registry:
