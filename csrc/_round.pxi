@@ -156,7 +156,7 @@ cdef class WorkerRound:
         self.py_write_obs = loop._write_obs
         self.py_publish = loop._publish_round
         self.keep_info = loop.infos.keep
-        self.cut_infos = bool(loop.infos.filters)
+        self.cut_infos = loop.infos.info_keys is not None
         self.read_action = loop.read_action
         self.final_writer = loop.final_writer
         self.reset_info_key = _RESET_INFO_KEY

@@ -12,6 +12,8 @@ import traceback
 
 import numpy as np
 
+from vecenv._infos import InfoKeeper, InfoMismatch
+
 
 def stack(values):
     """Stack per-env values (arrays, tuples, dicts, nested) along a new axis 0."""
@@ -85,10 +87,6 @@ class _RewardMismatch(ValueError):
     """Reported as a ValueError of kind "RewardError"."""
 
 
-class _InfoMismatch(TypeError):
-    """Reported as a TypeError of kind "InfoError"."""
-
-
 def _unpicklable_report(exc, env):
     """The report of env ``env``'s info that could not be sent to the parent."""
     from vecenv._protocol import ErrorReport
@@ -119,7 +117,7 @@ def _report(exc, env, where):
         kind, cls = "ObservationError", ValueError
     elif isinstance(exc, _RewardMismatch):
         kind, cls = "RewardError", ValueError
-    elif isinstance(exc, _InfoMismatch):
+    elif isinstance(exc, InfoMismatch):
         kind, cls = "InfoError", TypeError
     return ErrorReport(
         kind=kind,
@@ -241,7 +239,7 @@ class WorkerRoundReference:
         self.terminated, self.truncated, self.final_observations = self.views[3:]
         self.mode = autoreset_mode
         self.check_rewards = check_rewards
-        self.info_keys = info_keys
+        self.infos = InfoKeeper(info_keys)
         self.reseed = reseed
         self.flatten = _layout.make_flattener(envs[0].observation_space)
         self.action_space = envs[0].action_space
@@ -278,11 +276,8 @@ class WorkerRoundReference:
                 else:
                     statuses[i] = Status.OK
         self.slot = (-1, 0)
-        for i in [i for i, info in infos.items() if any(not isinstance(k, str) for k in info)]:
-            bad = [k for k in infos.pop(i) if not isinstance(k, str)]
-            exc = _InfoMismatch(
-                f"env {i} returned an info from step() or reset() with keys that are not str: {bad!r}"
-            )
+        for i, exc in InfoKeeper.bad_keys(infos):  # the engine's one check (vecenv._infos)
+            del infos[i]
             errors[i] = _report(exc, i, "step or reset")
             statuses[i] = Status.ERROR
         if infos or errors:
@@ -389,16 +384,10 @@ class WorkerRoundReference:
         return info
 
     def _info(self, info, i, what):
-        """What the env returned as its info, as every env's info is taken:
-        a dict (else an InfoError naming env ``i``), cut to ``info_keys``."""
-        if not isinstance(info, dict):
-            raise _InfoMismatch(
-                f"env {i} returned an info of type {type(info).__name__} from {what}; "
-                "expected a dict (gymnasium's Env API)"
-            )
-        if self.info_keys is None:
-            return info
-        return {k: info[k] for k in self.info_keys if k in info}
+        """What the env returned as its info, checked and cut by the engine's
+        one InfoKeeper (vecenv._infos): the compiled round must call it at
+        the same points."""
+        return self.infos.keep(info, i, what)
 
     def _new_episode(self, i):
         self.episode_sums[i] = (0.0, 0)

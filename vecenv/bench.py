@@ -447,22 +447,8 @@ def compare(
     plan = _contenders(num_envs, cores or usable_cpus(), contenders)
     total = len(plan) + 2 * bool(infos)
     results: List[Result] = []
-    for k in range(total):
-        if k < len(plan):
-            name, label, options = plan[k]
-        else:  # the env returns infos: the best lockstep layout with, then without them
-            lockstep = [
-                r
-                for r in results[: len(plan)]
-                if r.name == "vecenv" and r.env_steps_per_s and "batch_size" not in r.options
-            ]
-            if not lockstep:
-                break
-            best = max(lockstep, key=_rate)
-            name, label, options = INFO_BASE, f"{best.label} again", best.options
-            if k > len(plan):
-                name, label = INFO_CUT, f"{best.label}, info_keys=()"
-                options = {**best.options, "info_keys": ()}
+
+    def run(name: str, label: str, options: Dict[str, Any]) -> None:
         t0 = time.perf_counter()
         res = Result(name, label, options)
         try:
@@ -482,7 +468,19 @@ def compare(
         res.seconds = time.perf_counter() - t0
         results.append(res)
         if progress is not None:
-            progress(k + 1, total, res)
+            progress(len(results), total, res)
+
+    for name, label, options in plan:
+        run(name, label, options)
+    lockstep = [
+        r
+        for r in results
+        if r.name == "vecenv" and r.env_steps_per_s and "batch_size" not in r.options
+    ]
+    if infos and lockstep:  # the best lockstep layout again, back to back without infos
+        best = max(lockstep, key=_rate)
+        run(INFO_BASE, f"{best.label} again", best.options)
+        run(INFO_CUT, f"{best.label}, info_keys=()", {**best.options, "info_keys": ()})
     return results
 
 

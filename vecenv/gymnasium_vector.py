@@ -294,7 +294,7 @@ class AsyncVectorEnv(VectorEnv):
         #: Where the envs step (the engine's :attr:`vecenv.ShmemVecEnv.layout`;
         #: ``layout.why`` says how it was chosen). None on an engine without
         #: worker processes of its own (a :class:`vecenv.ray.RayVecEnv`).
-        self.layout = getattr(venv, "layout", None)
+        self.layout = venv.layout
         self.num_envs = venv.num_envs
         engine_md = dict(venv.metadata)
         self.render_mode = engine_md.pop("render_mode", None)

@@ -747,6 +747,9 @@ class RayVecEnv(EngineVecEnv):
 
     # ------------------------------------------------------------ close
     _WORKERS = "num_actors"  # for repr()
+    #: No worker layout of its own (each actor's ShmemVecEnv has one); the
+    #: drop-ins built on this engine report None.
+    layout = None
 
     def _forget_views(self) -> None:
         """At close: forget the tasks in flight (the actors are killed next)."""

@@ -231,7 +231,7 @@ class SubprocVecEnv(_SB3VecEnv):
         """Where the envs step (:class:`vecenv.ShmemVecEnv`'s ``layout``):
         ``layout.why`` says how it was chosen. None on an engine without
         worker processes of its own (a :class:`vecenv.ray.RayVecEnv`)."""
-        return getattr(self._engine, "layout", None)
+        return self._engine.layout
 
     @property
     def num_workers(self) -> int:
