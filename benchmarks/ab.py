@@ -26,7 +26,24 @@ import sys
 import time
 from typing import Dict, List
 
-# Each cell: (name, the code that builds `venv` and the actions `act`, "lockstep" or "async").
+_INFO_ENV = """
+import gymnasium as gym
+class InfoEnv(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (17,), np.float64)
+    action_space = gym.spaces.Discrete(2)
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(17), {"x_position": 0.0}
+    def step(self, action):
+        end = time.perf_counter() + 10e-6
+        while time.perf_counter() < end:
+            pass
+        f = np.float64
+        info = {"x_position": f(1), "x_velocity": f(2), "reward_forward": f(3), "reward_ctrl": f(4)}
+        return np.zeros(17), 1.0, False, False, info
+"""
+
+# Each cell: (name, the code that builds `venv`, "lockstep", "loop" (lockstep with 200 us
+# of policy per batch) or "async").
 CELLS: Dict[str, tuple] = {
     "noop x16 (1 worker)": (
         "import vecenv.envs as E; E.register()\n"
@@ -41,6 +58,14 @@ CELLS: Dict[str, tuple] = {
     "CartPole x16": ("venv = vecenv.make('CartPole-v1', 16)", "lockstep"),
     "CartPole x256": ("venv = vecenv.make('CartPole-v1', 256)", "lockstep"),
     "Pong x16": ("venv = vecenv.make('ALE/Pong-v5', 16)", "lockstep"),
+    "CartPole x16 in a loop (200 us policy)": ("venv = vecenv.make('CartPole-v1', 16)", "loop"),
+    # MuJoCo-style infos (4 float64 keys every step, about 10 us a step), defined
+    # here so that builds without vecenv/Info-v0 run it too.
+    "infos x16": (_INFO_ENV + "venv = vecenv.ShmemVecEnv([InfoEnv] * 16)", "lockstep"),
+    "infos x16 in a loop (200 us policy)": (
+        _INFO_ENV + "venv = vecenv.ShmemVecEnv([InfoEnv] * 16)",
+        "loop",
+    ),
     "CartPole x16 async (batch 8)": (
         "venv = vecenv.make('CartPole-v1', 16, batch_size=8)",
         "async",
@@ -61,10 +86,14 @@ def acts(k):
 pool = [acts(n) for _ in range(8)]
 def run(until):
     steps = 0
-    if "{mode}" == "lockstep":
+    if "{mode}" in ("lockstep", "loop"):
         i = 0
         while time.perf_counter() < until:
             venv.step(pool[i & 7]); i += 1; steps += n
+            if "{mode}" == "loop":  # the policy's time between steps (200 us, busy)
+                end = time.perf_counter() + 200e-6
+                while time.perf_counter() < end:
+                    pass
     else:
         k = venv.batch_size
         half = [a[:k] for a in pool]
