@@ -52,7 +52,7 @@ which the code uses, never the number)::
             [8] env + 1    the env the worker is inside (0: between env calls)
             [9] activity   what that env is doing (vecenv._protocol.Activity)
     then  op[num_envs]      u8  parent writes (STEP, RESET), worker clears
-          status[num_envs]  u8  worker writes (0 ok, INFO, ERROR) before publishing
+          status[num_envs]  u8  worker writes (0 ok, INFO, ERROR, SHARED_INFO) before publishing
           ready[num_envs]   u8  worker sets on publish, parent clears on collect
           ticket[num_envs]  u32 worker writes on publish
           (each array starts on a REGION_ALIGN boundary)
@@ -135,6 +135,7 @@ OP_RESET = P.OP_RESET
 STATUS_OK = P.STATUS_OK
 STATUS_INFO = P.STATUS_INFO   # a message for this env (info dict) is on the worker's pipe
 STATUS_ERROR = P.STATUS_ERROR  # an error report for this env is on the worker's pipe
+STATUS_SHARED_INFO = P.STATUS_SHARED_INFO  # its info is in the block's info rows, no message
 # What ParentStep's calls return instead of a result (vecenv._protocol.ParentCode).
 PARENT_NOT_EXACT = P.PARENT_NOT_EXACT  # the actions are not an exact array: nothing was done
 PARENT_WAITING = P.PARENT_WAITING  # dispatched (or in flight), not all published within the slice
@@ -157,7 +158,10 @@ _TIME_LIMIT_KEY = P.TIME_LIMIT_KEY.decode("ascii")
 # csrc/_protocol.pxd, under its Python name.
 PROTOCOL = {
     "Op": {"NONE": P.OP_NONE, "STEP": P.OP_STEP, "RESET": P.OP_RESET},
-    "Status": {"OK": P.STATUS_OK, "INFO": P.STATUS_INFO, "ERROR": P.STATUS_ERROR},
+    "Status": {
+        "OK": P.STATUS_OK, "INFO": P.STATUS_INFO, "ERROR": P.STATUS_ERROR,
+        "SHARED_INFO": P.STATUS_SHARED_INFO,
+    },
     "Activity": {
         "NONE": P.ACTIVITY_NONE, "UNPICKLE": P.ACTIVITY_UNPICKLE, "CREATE": P.ACTIVITY_CREATE,
         "RESET": P.ACTIVITY_RESET, "STEP": P.ACTIVITY_STEP, "AUTORESET": P.ACTIVITY_AUTORESET,
@@ -1236,3 +1240,6 @@ include "_round.pxi"
 
 
 include "_parent.pxi"
+
+
+include "_infos.pxi"

@@ -18,6 +18,7 @@ cdef enum Status:
     STATUS_OK = 0
     STATUS_INFO = 1
     STATUS_ERROR = 2
+    STATUS_SHARED_INFO = 3
 
 # The slot's SLOT_ACTIVITY word: what the env the worker is inside is doing.
 cdef enum Activity:

@@ -31,7 +31,9 @@
 # finals (return, length, duration) after its reward and flags, so before that
 # publish: the parent reads them with the done flag of the same episode.
 
+from cpython.dict cimport PyDict_Next, PyDict_Size
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_AsDouble, PyFloat_CheckExact
+from cpython.ref cimport PyObject
 from cpython.long cimport PyLong_Check
 
 
@@ -43,6 +45,19 @@ cdef extern from "Python.h":
 cdef extern from "numpy/arrayobject.h":
     # A NumPy scalar holding a copy of the item at ``data`` (what arr[i] gives).
     object _ve_array_scalar "PyArray_Scalar" (void* data, cnp.dtype descr, object base)
+
+
+cdef enum:
+    # How _write_info writes each scalar of an info (vecenv._infos._C_KIND).
+    _INFO_DOUBLE = 0  # float, numpy.float64
+    _INFO_INT64 = 1  # int (out of int64's range: the info goes pickled)
+    _INFO_BOOL = 2  # bool
+    _INFO_NUMPY = 3  # another NumPy scalar: its own bytes
+
+
+cdef extern from "numpy/arrayobject.h":
+    # Copies a NumPy scalar's value (its dtype's bytes) to ``out``.
+    void _ve_scalar_bytes "PyArray_ScalarAsCtype" (object scalar, void* out)
 
 
 cdef enum:
@@ -125,6 +140,13 @@ cdef class WorkerRound:
     cdef double* fin_ret
     cdef int64_t* fin_len
     cdef double* fin_time
+    # infos of numbers (vecenv._infos.InfoRows): env lo + k's row starts at
+    # info_base + info_row * k and holds the schema of info_plans[k] (the
+    # rows' list, kept by the loop's Python write); None: no rows.
+    cdef list info_plans
+    cdef cnp.ndarray info_buf
+    cdef char* info_base
+    cdef Py_ssize_t info_row
     # this round's published envs and statuses (at most hi - lo)
     cdef int64_t* done
     cdef uint8_t* statuses
@@ -166,6 +188,15 @@ cdef class WorkerRound:
             raise ValueError(f"loop.mode={loop.mode!r} is not an autoreset mode code")
         self.check_rewards = bool(loop.check_rewards)
         self.np_float32, self.np_float64, self.np_bool = np.float32, np.float64, np.bool_
+        rows = loop.info_rows
+        self.info_plans = None
+        if rows is not None:
+            from vecenv._infos import INFO_ROW_BYTES
+
+            self.info_buf = _round_rows(rows.rows, INFO_ROW_BYTES * (self.hi - self.lo), "info rows")
+            self.info_base = <char*>cnp.PyArray_DATA(self.info_buf)
+            self.info_row = INFO_ROW_BYTES
+            self.info_plans = rows._written
         n = max(self.hi - self.lo, 1)
         self.done = <int64_t*>malloc(sizeof(int64_t) * n)
         self.statuses = <uint8_t*>malloc(n)
@@ -339,10 +370,13 @@ cdef class WorkerRound:
                 st = P.STATUS_ERROR
             else:
                 if info:
-                    if infos is None:
-                        infos = {}
-                    infos[i] = info
-                    st = P.STATUS_INFO
+                    if self.info_plans is not None and type(info) is dict and self._write_info(k, <dict>info):
+                        st = P.STATUS_SHARED_INFO  # in its row, as the last layout
+                    else:
+                        if infos is None:
+                            infos = {}
+                        infos[i] = info
+                        st = P.STATUS_INFO
                 else:
                     st = P.STATUS_OK
             self.done[j] = i
@@ -362,6 +396,57 @@ cdef class WorkerRound:
             )
         elif n:
             self._publish(n)
+
+    cdef bint _write_info(self, Py_ssize_t k, dict info) except -1:
+        """Write env ``lo + k``'s info into its row when it has the layout
+        whose schema the row holds (its keys in order, each value's exact
+        type) and it is a flat info of scalars; False leaves the info to
+        _Loop._publish_round (vecenv._infos.InfoRows.write), which writes
+        a new layout's schema, or pickles it. Only this env's values region
+        is written before a False, which no reader sees (the status says
+        the info is on the pipe)."""
+        plan = self.info_plans[k]
+        if plan is None:
+            return False
+        form = plan.c_form
+        if form is None:
+            return False
+        cdef tuple keys = <tuple>form[0]
+        cdef tuple types = <tuple>form[1]
+        cdef bytes kinds = <bytes>form[2]
+        cdef tuple offsets = <tuple>form[3]
+        cdef Py_ssize_t n = len(keys), pos = 0, j = 0
+        if PyDict_Size(info) != n:
+            return False
+        cdef PyObject* key
+        cdef PyObject* value
+        cdef char* row = self.info_base + self.info_row * k
+        cdef char* at
+        cdef const char* kind = kinds
+        cdef double d
+        cdef long long q
+        cdef int overflow = 0
+        while PyDict_Next(info, &pos, &key, &value):
+            if key != <PyObject*>keys[j] and not (
+                    type(<object>key) is str and <object>key == keys[j]):
+                return False
+            if type(<object>value) is not types[j]:
+                return False
+            at = row + <Py_ssize_t>offsets[j]
+            if kind[j] == _INFO_DOUBLE:
+                d = PyFloat_AS_DOUBLE(<object>value)
+                memcpy(at, &d, 8)
+            elif kind[j] == _INFO_INT64:
+                q = _ve_long_value(<object>value, &overflow)
+                if overflow:
+                    return False
+                memcpy(at, &q, 8)
+            elif kind[j] == _INFO_BOOL:
+                at[0] = 1 if (<object>value) is True else 0
+            else:
+                _ve_scalar_bytes(<object>value, at)
+            j += 1
+        return True
 
     cdef void _publish(self, Py_ssize_t n) noexcept:
         # The statuses, then WorkerControl's publish (tickets, ready bytes, doorbell).

@@ -436,7 +436,7 @@ def path(request):
 
 def _die_after_publishing(tmp_path, monkeypatch):
     """Make a forked worker SIGKILL itself between publishing a round and
-    sending its infos, once (the first round with an info ``{"die": True}``;
+    sending its infos, once (the first round with an info ``{"die": "now"}``;
     a marker file keeps the restarted worker alive). The patch is inherited
     through fork: the compiled round calls ``_Loop._publish_round`` too."""
     from vecenv import _worker
@@ -456,7 +456,8 @@ def _die_after_publishing(tmp_path, monkeypatch):
 
 
 class DieAtEnv(InfoEnv):
-    """InfoEnv whose env ``die_env`` asks for its worker's death at t = 2."""
+    """InfoEnv whose env ``die_env`` asks for its worker's death at t = 2.
+    The ask is a str, so its infos go pickled (not into the block's info rows)."""
 
     def __init__(self, env_id, die_env):
         super().__init__(env_id)
@@ -464,7 +465,7 @@ class DieAtEnv(InfoEnv):
 
     def step(self, action):
         obs, reward, terminated, truncated, info = super().step(action)
-        info["die"] = self.env_id == self.die_env and self.t == 2
+        info["die"] = "now" if self.env_id == self.die_env and self.t == 2 else ""
         return obs, reward, terminated, truncated, info
 
 

@@ -31,7 +31,12 @@ def test_every_table_but_the_pipe_messages_is_mirrored():
 
 def test_core_constants_are_the_table_values():
     assert (_core.OP_STEP, _core.OP_RESET) == (_protocol.Op.STEP, _protocol.Op.RESET)
-    assert (_core.STATUS_OK, _core.STATUS_INFO, _core.STATUS_ERROR) == tuple(_protocol.Status)
+    assert (
+        _core.STATUS_OK,
+        _core.STATUS_INFO,
+        _core.STATUS_ERROR,
+        _core.STATUS_SHARED_INFO,
+    ) == tuple(_protocol.Status)
     codes = _protocol.ParentCode
     assert (
         _core.PARENT_NOT_EXACT,

@@ -2,7 +2,8 @@
 
 Everything that is not on the shared-memory step path travels here: a worker's
 spaces at start, the attach handshake, reset seeds and options, method calls
-and their replies, infos and errors of a step, close. This module owns the
+and their replies, a step's errors and its infos that are not numbers only
+(those go into the block's info rows, vecenv._infos), close. This module owns the
 framing, the reads and writes, and the rules below; ``shmem_vec_env`` (parent)
 and ``_worker`` (worker) only call it.
 

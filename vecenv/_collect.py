@@ -36,6 +36,7 @@ from vecenv import _protocol as msgs
 from vecenv._calls import unpicklable_error
 from vecenv._channel import ChannelDead
 from vecenv._cpus import usable_cpus
+from vecenv._infos import InfoRows
 from vecenv._protocol import PICKLED_FINAL_KEY, PICKLED_OBS_KEY, RESET_INFO_KEY
 from vecenv.errors import (
     InvalidArgumentError,
@@ -48,6 +49,7 @@ from vecenv.errors import (
 SLICE_S = 0.1
 
 _NONE: np.ndarray = np.empty(0, dtype=np.intp)  # no env indices
+_SHARED_INFO = int(msgs.Status.SHARED_INFO)
 
 
 class Collector:
@@ -110,6 +112,7 @@ class Collector:
             final_obs=self.sb3_final,
             pickled=pickled_leaves,
             episodes=episode_statistics,
+            infos=True,
         )
         self.layout = layout
         resources.segment = segment = _shm.Segment(layout.nbytes)
@@ -122,6 +125,9 @@ class Collector:
         self.final_bufs = layout.final_views(block)  # "sb3" autoreset: last observations
         finals = layout.episode_views(block)  # episode_statistics: the workers' finals
         self.episodes = _episodes.EpisodeReport(finals) if finals else None
+        info_rows = InfoRows.attach(layout, block, 0, num_envs)
+        assert info_rows is not None  # the layout always has them
+        self.info_rows = info_rows  # infos of numbers (vecenv._infos)
         self.busy_ns: Any = _stats.busy_view(block, 0, pool.num_workers)  # workers' BUSY_NS
         arrays = ctrl.arrays()
         self.status = arrays[1]
@@ -309,9 +315,18 @@ class Collector:
         infos: Dict[int, Any] = {}
         errors: Dict[int, Any] = {}
         status, tickets = self.status, self.tickets
+        every = isinstance(ids, range)  # range(num_envs)
+        flags = status[: self.num_envs] if every else status[ids]
+        shared = flags == _SHARED_INFO
+        if not np.count_nonzero(flags) - np.count_nonzero(shared):  # no pipe to read
+            at = np.flatnonzero(shared)
+            return self.info_rows.read_many((at if every else np.asarray(ids)[at]).tolist()), errors
         for i in ids:
             i = int(i)
             while status[i]:
+                if status[i] == _SHARED_INFO:  # written into the block, not pickled
+                    infos[i] = self.info_rows.read(i)
+                    break
                 w = int(self.env_worker[i])
                 try:
                     # The message of the publish this env was collected under.

@@ -21,6 +21,7 @@ OP_RESET: int
 STATUS_OK: int
 STATUS_INFO: int
 STATUS_ERROR: int
+STATUS_SHARED_INFO: int
 # What Control.wait_ready and WorkerControl.worker_wait return instead of a
 # count or a sequence number (vecenv._protocol.WaitCode).
 WAIT_TIMED_OUT: int
@@ -287,3 +288,13 @@ class ParentStep:
     ):
         """PARENT_TOO_FEW, PARENT_CHECK_DUE, PARENT_WAITING, or ``(obs, rewards, dones, infos,
         env_ids, flagged, ended, in_flight)``."""
+
+def read_info_row(rows: Any, base: int, form: tuple[Any, ...]) -> dict[str, Any]: ...
+def read_info_rows(
+    rows: Any,
+    row_bytes: int,
+    lo: int,
+    envs: list[int],
+    forms: dict[int, tuple[Any, ...]],
+    read_one: Callable[[int], dict[str, Any]],
+) -> dict[int, dict[str, Any]]: ...

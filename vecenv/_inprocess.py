@@ -170,6 +170,8 @@ class InprocProcess:
 class InprocLoop(_Loop):
     """The worker loop run by the parent (see the module docstring)."""
 
+    ships = False  # its infos are kept by reference (no info rows)
+
     def _reseed_from(self, ops: List[Tuple[int, int]]) -> None:
         """In-process the global generators are the caller's: left alone."""
 

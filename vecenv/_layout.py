@@ -17,6 +17,7 @@ import numpy as np
 from gymnasium import spaces
 
 from vecenv import _core
+from vecenv._infos import INFO_ROW_BYTES
 from vecenv.errors import ActionTypeError, InvalidArgumentError, SpaceError
 
 ALIGN = 64
@@ -214,6 +215,9 @@ class BlockLayout:
     # length (int64) and duration (float64, seconds) of each env; () if unused.
     # Only the env's worker writes them (vecenv._episodes states the protocol).
     episode_offsets: Tuple[int, ...] = ()
+    # infos: one row of vecenv._infos.INFO_ROW_BYTES per env, where a worker
+    # writes an info of numbers instead of pickling it (vecenv._infos); 0 if unused.
+    info_offset: int = 0
 
     @classmethod
     def build(
@@ -225,6 +229,7 @@ class BlockLayout:
         final_obs: bool = False,
         pickled: bool = False,
         episodes: bool = False,
+        infos: bool = False,
     ):
         all_obs = flatten_space(observation_space, "observation_space", pickled)
         obs_pickled = tuple(j for j, leaf in enumerate(all_obs) if leaf.pickled)
@@ -252,6 +257,7 @@ class BlockLayout:
         final_off = tuple(place(leaf.nbytes * num_envs) for leaf in obs_leaves) if final_obs else ()
         # Last, so that the option off leaves every other offset where it was.
         episode_off = tuple(place(8 * num_envs) for _ in range(3)) if episodes else ()
+        info_off = place(INFO_ROW_BYTES * num_envs) if infos else 0
         return cls(
             num_envs,
             num_workers,
@@ -267,6 +273,7 @@ class BlockLayout:
             obs_pickled,
             actions_pickled,
             episode_off,
+            info_off,
         )
 
     def episode_views(self, block) -> List[np.ndarray]:

@@ -61,6 +61,7 @@ class Status(enum.IntEnum):
     OK = 0
     INFO = 1  # an info dict for this env is on the worker's pipe
     ERROR = 2  # an error report for this env is on the worker's pipe
+    SHARED_INFO = 3  # its info is in its row of the block's info rows (vecenv._infos), no message
 
 
 class Activity(enum.IntEnum):

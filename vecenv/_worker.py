@@ -3,10 +3,9 @@
 A worker hosts the envs ``[lo, hi)``. It builds them from cloudpickled
 factories, reports their spaces, attaches to the shared block and then loops:
 wait on its control slot, handle messages from its pipe, run the ops the parent
-wrote for its envs (step or reset), write observations, rewards and flags into
-shared memory, and publish the finished envs. Infos, terminal observations and
-errors go over the pipe only when there is something to send.
-
+wrote for its envs (step or reset), write observations, rewards, flags and
+infos of numbers (vecenv._infos.InfoRows) into shared memory, and publish the
+finished envs. Other infos and errors go over the pipe only when there are any.
 Everything raised by an env is caught and reported with the env index, the
 exception type, its message and the formatted traceback; the worker itself only
 exits on ``close``, on a dead parent, or when it is killed.
@@ -45,7 +44,7 @@ import numpy as np
 from vecenv import _core, _episodes, _layout, _shm
 from vecenv import _protocol as msgs
 from vecenv._channel import WorkerChannel, encode
-from vecenv._infos import InfoKeeper, InfoMismatch, info_snapshot, with_pickled
+from vecenv._infos import InfoKeeper, InfoMismatch, InfoRows, info_snapshot, with_pickled
 from vecenv._protocol import (
     RESET_INFO_KEY,
     Activity,
@@ -525,6 +524,8 @@ class _Loop:
     they define the round's behaviour wherever the compiled code is not taken.
     """
 
+    ships = True  # its infos cross to another process: those of numbers go in the block
+
     def __init__(self, spec: WorkerSpec, conn, parent, envs, block, layout):
         self.spec = spec
         self.conn = conn
@@ -567,6 +568,7 @@ class _Loop:
             buf[spec.lo : spec.hi].fill(0)
         # episode_statistics: the running sums (None when the option is off).
         self.episodes = _episodes.EpisodeTracker.attach(layout, block, spec.lo, spec.hi)
+        self.info_rows = InfoRows.attach(layout, block, spec.lo, spec.hi) if self.ships else None
         # The round (csrc/_round.pxi): compiled, it hands each env-step it
         # cannot prove identical to the Python methods below (_step,
         # _finish_step, _reset, _write_obs, _publish_round, the action reader,
@@ -577,12 +579,9 @@ class _Loop:
     def release(self):
         self.conn.bind(None, -1)  # the control region goes away below
         self.round.close()  # drops its views of the block (safe twice)
-        self.writer = None
-        self.final_writer = None
-        self.read_action = None
-        self._views = self.episodes = None
-        self.rewards = self.terminated = self.truncated = None
-        self.ctrl = None
+        self.writer = self.final_writer = self.read_action = None
+        self._views = self.episodes = self.info_rows = None
+        self.rewards = self.terminated = self.truncated = self.ctrl = None
         try:
             self.block.close()
         except BufferError:
@@ -616,10 +615,9 @@ class _Loop:
 
     # ------------------------------------------------------------------ ops
     def run_round(self, ops: List[Tuple[int, int]]) -> None:
-        """Run the ops, write the envs' rows, publish them (and the round
-        message when an env has an info or an error): one call of the compiled
-        round (:class:`vecenv._core.WorkerRound`). Its plain-Python reference
-        is ``tests/reference.py``'s ``WorkerRoundReference``.
+        """Run the ops, write the envs' rows, publish them (and the round message
+        if an env has an info or an error): one call of the compiled round
+        (:class:`vecenv._core.WorkerRound`; its reference: tests/reference.py).
 
         Raises
         ------
@@ -638,6 +636,8 @@ class _Loop:
         """Publish the round's envs, then send its infos and errors (if any).
         The compiled round calls this for a round with an info or an error."""
         self._refuse_bad_keys(done_envs, statuses, infos, errors)
+        if self.info_rows is not None:
+            self.info_rows.take(infos, done_envs, statuses)  # those of numbers, into the block
         msg = None
         if infos or errors:
             msg = (_ROUND, infos, errors)
