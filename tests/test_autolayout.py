@@ -155,7 +155,7 @@ def test_choose_layout_counts_the_pickling_of_infos():
     plain = al.choose_layout(0.5, 16, 16, 2, inprocess=True)
     costly = al.choose_layout(0.5, 16, 16, 2, inprocess=True, info_fraction=1.0, info_us=2.5)
     assert costly.num_workers == 0, costly.why
-    assert "infos in 100% of steps (2.5 us to pickle)" in costly.why
+    assert "pickled infos in 100% of steps (2.5 us to pickle)" in costly.why
     assert costly.predicted_batch_us >= plain.predicted_batch_us
     workers = al.choose_layout(0.5, 16, 16, 2)
     workers_costly = al.choose_layout(0.5, 16, 16, 2, info_fraction=1.0, info_us=2.5)
@@ -270,16 +270,23 @@ def test_probe_leaves_out_preemptions_but_keeps_heavy_tails():
 
 
 @pytest.mark.timeout(30)
-def test_probe_times_the_pickling_of_non_empty_infos(counted):
+def test_probe_times_the_pickling_of_infos_that_are_not_all_numbers(counted):
     class Talkative(counted):
         def step(self, action):
             obs, r, term, trunc, _ = super().step(action)
-            return obs, r, term, trunc, ({"x": np.float64(self._t)} if self._t % 2 else {})
+            info = {"x": np.float64(self._t), "name": "pong"} if self._t % 2 else {}
+            return obs, r, term, trunc, info
 
     p = al.probe(Talkative, max_seconds=10.0, max_steps=200)
     assert p.info_fraction == pytest.approx(0.5) and p.info_us > 0
     quiet = al.probe(counted, max_seconds=10.0, max_steps=200)
     assert (quiet.info_fraction, quiet.info_us) == (0.0, 0.0)
+
+    class Numbers(counted):  # its infos travel in the block's info rows: nothing pickled
+        def step(self, action):
+            return (*super().step(action)[:4], {"x": np.float64(1.0), "lives": 3})
+
+    assert (al.probe(Numbers, max_seconds=10.0, max_steps=200).info_fraction) == 0.0
     assert quiet.busy_cores >= 0.0  # whatever the machine's load
 
     class Unpicklable(counted):

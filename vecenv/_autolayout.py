@@ -44,7 +44,9 @@ and 2 workers measured in every cell, the VM otherwise idle):
   core (below);
 * in-process: about 4 us per batch (the engine's Python parent path) plus
   0.1 us per env-step beyond ``env.step`` and 6.4e-5 us per observation byte;
-* infos, through workers: pickling and unpickling each non-empty one, at
+* infos, through workers (only those that are not all numbers: an info of
+  numbers travels in the block's info rows, vecenv._infos, at no cost the
+  model counts): pickling and unpickling each non-empty one, at
   half the round trip the probe times on one info alone (a worker pickles
   its round's infos as one list: HalfCheetah-v5's info of four NumPy
   scalars took 6.8 us a round trip in a list of 8, 15.2 alone), the
@@ -87,6 +89,7 @@ from typing import Any, Callable, List, Optional, Tuple
 import numpy as np
 
 from vecenv._channel import encode
+from vecenv._infos import fits_row
 
 _log = logging.getLogger("vecenv")
 
@@ -227,7 +230,10 @@ class Probe:
         ``[0, 1]``: below 1 when a step waits (sleep, I/O, a GIL-free call in
         another process) or when other processes took the CPU from the probe.
     info_fraction : float
-        Fraction of the timed steps whose info dict was not empty.
+        Fraction of the timed steps whose info goes pickled: not empty, and
+        not all numbers (those travel in the block's info rows,
+        :mod:`vecenv._infos`), as the first :data:`PROBE_INFOS` non-empty
+        ones say.
     info_us : float
         Median microseconds to pickle and unpickle one such info (a worker
         sends its round's infos pickled; the in-process engine keeps them by
@@ -370,7 +376,10 @@ def probe(
                 break
         step_s = _trimmed_mean(chunks)
         cpu_fraction = _cpu_fraction(chunks)
-        info_us = _pickle_us(infos)
+        # Only infos that are not all numbers are pickled (vecenv._infos.InfoRows).
+        pickled = [info for info in infos if not fits_row(info)]
+        pickled_share = len(pickled) / len(infos) if infos else 0.0
+        info_us = _pickle_us(pickled)
     finally:
         env.close()
     return Probe(
@@ -380,7 +389,7 @@ def probe(
         elapsed_s=time.perf_counter() - t0,
         obs_bytes=_nbytes(obs),
         cpu_fraction=cpu_fraction,
-        info_fraction=with_info / max(steps, 1),
+        info_fraction=with_info / max(steps, 1) * pickled_share,
         info_us=info_us,
         busy_cores=max(0.0, float(np.mean(load)) - 1.0) if load else 0.0,
     )
@@ -708,7 +717,7 @@ def choose_layout(
         return f"{workers} of {envs}" + (", spinning" if spin_ else ", sleeping")
 
     infos = (
-        f"infos in {info_fraction:.0%} of steps ({info_us:.1f} us to pickle), "
+        f"pickled infos in {info_fraction:.0%} of steps ({info_us:.1f} us to pickle), "
         if info_fraction
         else ""
     )

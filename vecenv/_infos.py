@@ -277,6 +277,17 @@ def _schema(info: dict, path: tuple, out: list, values: list) -> bool:
     return True
 
 
+def fits_row(info: Any) -> bool:
+    """True when :meth:`InfoRows.write` holds ``info`` in a row (it is not pickled)."""
+    schema: list = []
+    values: list = []
+    if type(info) is not dict or not _schema(info, (), schema, values):
+        return False
+    if any(type(v) is int and not -(2**63) <= v < 2**63 for v in values):
+        return False
+    return _Plan(tuple(schema)).nbytes <= INFO_ROW_BYTES
+
+
 class InfoRows:
     """The block's info rows of envs ``[lo, hi)``: :meth:`write` (a worker)
     and :meth:`read` (the parent). See the comment above."""
