@@ -313,6 +313,9 @@ cdef class WorkerRound:
         self.ep_bufs = None
         self.ep_ret = self.ep_start = self.fin_ret = self.fin_time = NULL
         self.ep_len = self.fin_len = NULL
+        self.info_plans = None
+        self.info_buf = None
+        self.info_base = NULL
 
     @property
     def closed(self):

@@ -194,6 +194,7 @@ class Collector:
         self.obs_bufs, self.act_bufs, self.gather_out, self.obs_rows = [], [], [], []
         self.final_bufs = []
         self.episodes = None
+        self.info_rows.close()
         self.busy_ns = None
         self.rew = self.term = self.trunc = self.status = self.tickets = None
         self.ctrl = None

@@ -306,6 +306,10 @@ class InfoRows:
         """The rows of ``[lo, hi)``; None when the layout has none."""
         return cls(block, layout.info_offset, lo, hi) if layout.info_offset else None
 
+    def close(self) -> None:
+        """Drop the view of the block (before it is unmapped)."""
+        self.rows = None
+
     def _plan(self, info: dict) -> Tuple[Any, Any]:
         keys, types = tuple(info), tuple(map(type, info.values()))
         plan = self._fast.get((keys, types), False)
