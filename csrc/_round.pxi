@@ -418,7 +418,7 @@ cdef class WorkerRound:
         cdef tuple types = <tuple>form[1]
         cdef bytes kinds = <bytes>form[2]
         cdef tuple offsets = <tuple>form[3]
-        cdef Py_ssize_t n = len(keys), pos = 0, j = 0
+        cdef Py_ssize_t n = len(keys), pos = 0, j = 0, off
         if PyDict_Size(info) != n:
             return False
         cdef PyObject* key
@@ -435,7 +435,10 @@ cdef class WorkerRound:
                 return False
             if type(<object>value) is not types[j]:
                 return False
-            at = row + <Py_ssize_t>offsets[j]
+            off = <Py_ssize_t>offsets[j]
+            if off < 0 or off + 8 > self.info_row:  # every value is at most 8 bytes
+                return False
+            at = row + off
             if kind[j] == _INFO_DOUBLE:
                 d = PyFloat_AS_DOUBLE(<object>value)
                 memcpy(at, &d, 8)
