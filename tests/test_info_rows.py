@@ -419,3 +419,60 @@ def test_flat_infos_the_compiled_round_writes_equal_the_in_process_layout(mode):
         for _ in range(20):
             got, want = venv.step(np.zeros(4, np.int64))[3], ref.step(np.zeros(4, np.int64))[3]
             assert all(_same(a, b) for a, b in zip(got, want)), (got, want)
+
+
+class _Reference(gym.vector.VectorEnv):
+    """gymnasium's own info merge (VectorEnv._add_info), an env at a time."""
+
+    def __init__(self, num_envs):
+        self.num_envs = num_envs
+
+    def batch(self, infos):
+        out = {}
+        for i, info in enumerate(infos):
+            if info:
+                out = self._add_info(out, info, i)
+        return out
+
+
+_flat_values = st.one_of(
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False),
+    st.sampled_from(_NUMPY_SCALARS).flatmap(_numpy_scalar),
+    st.just("text"),
+    st.just({"nested": 1.0}),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(["x", "lives", "_x", "final_obs", "r"]), _flat_values),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_the_gymnasium_batch_a_key_at_a_time_equals_gymnasiums_own(infos):
+    from vecenv._infos import gym_infos
+
+    got = gym_infos(infos, len(infos))
+    if got is None:  # not the common case: the drop-in merges them as gymnasium does
+        return
+    want = _Reference(len(infos)).batch(infos)
+    assert list(got) == list(want)
+    for key in want:
+        assert got[key].dtype == want[key].dtype and got[key].shape == want[key].shape
+        np.testing.assert_array_equal(got[key], want[key])
+
+
+def test_the_gymnasium_batch_takes_the_common_case():
+    from vecenv._infos import gym_infos
+
+    infos = [{"x": 1.0, "lives": np.int64(3)}, {}, {"x": 2.5}]
+    got = gym_infos(infos, 3)
+    assert got is not None and list(got) == ["x", "_x", "lives", "_lives"]
+    np.testing.assert_array_equal(got["x"], [1.0, 0.0, 2.5])
+    assert got["lives"].dtype == np.int64 and got["_lives"].tolist() == [True, False, False]
+    assert gym_infos([{"x": 1}, {"x": 1.5}], 2) is None  # int then float: gymnasium casts
+    assert gym_infos([{"ok": np.bool_(True)}], 1) is None  # an object array in gymnasium

@@ -394,3 +394,56 @@ class InfoRows:
                 if where is None:
                     where = {e: j for j, e in enumerate(done_envs)}
                 statuses[where[i]] = _SHARED_INFO
+
+
+# ---------------------------------------------------------------- gymnasium's batch
+_GYM_SCALARS = frozenset(
+    {int, float, bool} | {t for t in set(np.sctypeDict.values()) if issubclass(t, np.number)}
+)
+
+
+def gym_infos(infos: List[Dict[str, Any]], num_envs: int) -> Optional[Dict[str, Any]]:
+    """gymnasium's dict of arrays with ``_key`` masks for ``infos`` (one per
+    env), built a key at a time, or None where :meth:`VectorEnv._add_info
+    <gymnasium.vector.VectorEnv._add_info>` must build it an env at a time.
+
+    Only the common case is taken: flat infos of scalars (an int, float,
+    bool or NumPy number; ``np.bool_`` is an object in gymnasium's rules),
+    each key of one type in every env that has it, no key ``final_obs`` and
+    none that starts with ``_`` (a mask's name). It gives what ``_add_info``
+    gives (the same keys in the same order, ``np.zeros(num_envs, type)``
+    filled at the envs that have the key, its bool mask), and raises what it
+    raises for an int beyond int64 (OverflowError).
+    """
+    columns: Dict[str, Any] = {}  # key -> [type, envs, values]
+    for i, info in enumerate(infos):
+        if not info:
+            continue
+        if type(info) is not dict:
+            return None
+        for key, value in info.items():
+            t = type(value)
+            column = columns.get(key)
+            if column is None:
+                if t not in _GYM_SCALARS or type(key) is not str or key[:1] == "_":
+                    return None
+                if key == "final_obs":
+                    return None
+                columns[key] = [t, [i], [value]]
+            elif column[0] is not t:
+                return None
+            else:
+                column[1].append(i)
+                column[2].append(value)
+    out: Dict[str, Any] = {}
+    for key, (t, envs, values) in columns.items():
+        if len(envs) == num_envs:
+            out[key] = np.array(values, dtype=t)
+            out["_" + key] = np.ones(num_envs, dtype=np.bool_)
+        else:
+            array = np.zeros(num_envs, dtype=t)
+            array[envs] = np.array(values, dtype=t)
+            mask: Any = np.zeros(num_envs, dtype=np.bool_)
+            mask[envs] = True
+            out[key], out["_" + key] = array, mask
+    return out

@@ -46,6 +46,7 @@ from vecenv._gym_errors import (
     check_shared_memory_space,
     log_worker_errors,
 )
+from vecenv._infos import gym_infos
 from vecenv._options import ENGINE_OPTIONS, EngineOptions, autoreset_mode_name
 from vecenv.errors import (
     ActionTypeError,
@@ -375,7 +376,10 @@ class AsyncVectorEnv(VectorEnv):
             raise
 
     def _batch_infos(self, infos) -> Dict[str, Any]:
-        out: Dict[str, Any] = {}
+        out = gym_infos(infos, self.num_envs)  # the common case a key at a time
+        if out is not None:
+            return out
+        out = {}
         for i, info in enumerate(infos):
             if info:
                 out = self._add_info(out, info, i)
