@@ -26,14 +26,18 @@ def read_info_row(cnp.ndarray rows, Py_ssize_t base, tuple form):
     ValueError
         A value beyond the end of ``rows``.
     """
+    return _info_of_row(<char*>cnp.PyArray_DATA(rows), cnp.PyArray_NBYTES(rows), base, form)
+
+
+cdef dict _info_of_row(char* data, Py_ssize_t size, Py_ssize_t base, tuple form):
+    """read_info_row over ``size`` bytes at ``data``."""
     cdef tuple keys = <tuple>form[0]
     cdef bytes kinds = <bytes>form[1]
     cdef tuple offsets = <tuple>form[2]
     cdef tuple dtypes = <tuple>form[3]
     cdef Py_ssize_t n = len(keys), j, off, width
     cdef const char* kind = kinds
-    cdef char* row = <char*>cnp.PyArray_DATA(rows) + base
-    cdef Py_ssize_t size = cnp.PyArray_NBYTES(rows)
+    cdef char* row = data + base
     cdef double d
     cdef long long q
     cdef dict info = {}
@@ -85,5 +89,5 @@ def read_info_rows(cnp.ndarray rows, Py_ssize_t row_bytes, Py_ssize_t lo, list e
             raise ValueError(f"env {env} has no info row in envs [{lo}, {lo + size // row_bytes})")
         memcpy(&digest, data + base + 8, 8)
         form = forms.get(digest)
-        out[env] = read_one(env) if form is None else read_info_row(rows, base, <tuple>form)
+        out[env] = read_one(env) if form is None else _info_of_row(data, size, base, <tuple>form)
     return out

@@ -92,6 +92,12 @@ cdef class ParentStep:
     cdef Py_ssize_t cores
     cdef bint ends_in_python
     cdef readonly bint exact_actions
+    # The block's info rows (vecenv._infos.InfoRows, set by use_info_rows):
+    # a flagged env whose info is there in a layout of info_forms (schema
+    # digest -> compiled read) gets it here, not in Python.
+    cdef cnp.ndarray info_rows
+    cdef Py_ssize_t info_row_bytes
+    cdef dict info_forms
 
     def __cinit__(self, Control ctrl, act_buf, list obs_bufs, list gather_out,
                   cnp.ndarray rew, cnp.ndarray term, cnp.ndarray trunc,
@@ -245,7 +251,45 @@ cdef class ParentStep:
         self.ctrl.dispatch(ids, P.OP_STEP)
         return True
 
+    def use_info_rows(self, cnp.ndarray rows, Py_ssize_t row_bytes, dict forms):
+        """Read the infos of flagged envs from ``rows`` (uint8, one row of
+        ``row_bytes`` per env) where every flagged env's info is there
+        (Status.SHARED_INFO) in a layout of ``forms`` (kept up to date by
+        vecenv._infos.InfoRows.read, which reads the others)."""
+        if cnp.PyArray_NBYTES(rows) < row_bytes * self.n or not cnp.PyArray_ISCARRAY_RO(rows):
+            raise ValueError(f"info rows must be C-contiguous, {row_bytes} bytes per env")
+        self.info_rows, self.info_row_bytes, self.info_forms = rows, row_bytes, forms
+
     # ------------------------------------------------------------ results
+    cdef bint _shared_infos(self, list infos, const int64_t* env_of, Py_ssize_t rows) except -1:
+        """Every flagged env among the ``rows`` (row j is env ``env_of[j]``,
+        or env j when NULL) has its info in the block in a known layout: put
+        each into ``infos[j]`` and return True. Otherwise change nothing and
+        return False (Collector.read_flagged reads them all)."""
+        if self.info_forms is None:
+            return False
+        cdef Control c = self.ctrl
+        cdef Py_ssize_t j, i, base
+        cdef char* data = <char*>cnp.PyArray_DATA(self.info_rows)
+        cdef Py_ssize_t size = cnp.PyArray_NBYTES(self.info_rows)
+        cdef uint64_t digest
+        cdef list todo = []
+        for j in range(rows):
+            i = env_of[j] if env_of != NULL else j
+            if c.status[i] == P.STATUS_OK:
+                continue
+            if c.status[i] != P.STATUS_SHARED_INFO:
+                return False
+            base = self.info_row_bytes * i
+            memcpy(&digest, data + base + 8, 8)
+            form = self.info_forms.get(digest)
+            if form is None:
+                return False
+            todo.append((j, base, form))
+        for j, base, form in todo:
+            infos[j] = _info_of_row(data, size, base, <tuple>form)
+        return True
+
     cdef Py_ssize_t _terminal(self, list infos, list reset_infos, const int64_t* env_of,
                               Py_ssize_t rows, const uint8_t* d) except -1:
         """"sb3" autoreset, no env flagged: what Collector._complete does for
@@ -328,6 +372,8 @@ cdef class ParentStep:
                 ended += d[i]
         rew = cnp.PyArray_NewCopy(self.rew, cnp.NPY_CORDER)
         infos = [PyDict_New() for i in range(n)]
+        if flagged and self._shared_infos(infos, NULL, n):
+            flagged = 0  # every flagged env's info came from the block
         if ended and self.final_bufs is not None and not flagged:
             self._terminal(infos, reset_infos, NULL, n, d)
             if not self.ends_in_python:

@@ -476,3 +476,23 @@ def test_the_gymnasium_batch_takes_the_common_case():
     assert got["lives"].dtype == np.int64 and got["_lives"].tolist() == [True, False, False]
     assert gym_infos([{"x": 1}, {"x": 1.5}], 2) is None  # int then float: gymnasium casts
     assert gym_infos([{"ok": np.bool_(True)}], 1) is None  # an object array in gymnasium
+
+
+@pytest.mark.parametrize("mode", ["sb3", "next_step"])
+def test_the_compiled_step_reads_a_known_layout_without_python(monkeypatch, mode):
+    """Once the parent has read a layout, the compiled step builds those
+    infos itself: the collector's Python read is no longer called."""
+    with vecenv.ShmemVecEnv([NumberInfoEnv] * 4, num_workers=2, autoreset_mode=mode) as venv:
+        col = venv._collector
+        calls = []
+
+        def counted(ids, real=col.read_flagged):
+            calls.append(ids)
+            return real(ids)
+
+        monkeypatch.setattr(col, "read_flagged", counted)
+        venv.reset()
+        for step in range(20):
+            infos = venv.step(np.zeros(4, np.int64))[3]
+            assert all(_same(i, {"lives": np.int64(3), "x": 0.5}) for i in infos), step
+        assert len(calls) == 1  # the first step, which learns the layout

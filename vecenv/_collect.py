@@ -36,7 +36,7 @@ from vecenv import _protocol as msgs
 from vecenv._calls import unpicklable_error
 from vecenv._channel import ChannelDead
 from vecenv._cpus import usable_cpus
-from vecenv._infos import InfoRows
+from vecenv._infos import INFO_ROW_BYTES, InfoRows
 from vecenv._protocol import PICKLED_FINAL_KEY, PICKLED_OBS_KEY, RESET_INFO_KEY
 from vecenv.errors import (
     InvalidArgumentError,
@@ -173,7 +173,7 @@ class Collector:
         space = self.action_space
         single = len(self.act_bufs) == 1 and not isinstance(space, (spaces.Tuple, spaces.Dict))
         single = single and not self.layout.actions_pickled
-        return _core.ParentStep(
+        fast = _core.ParentStep(
             self.ctrl,
             self.act_bufs[0] if single else None,
             list(self.obs_bufs),
@@ -188,6 +188,9 @@ class Collector:
             usable_cpus(),
             ends_in_python=self.episodes is not None,  # complete() adds their episodes
         )
+        rows = self.info_rows  # infos of numbers in known layouts: read in the compiled step
+        fast.use_info_rows(rows.rows, INFO_ROW_BYTES, rows.forms)
+        return fast
 
     def release(self) -> None:
         """At close, before the block is unmapped: drop every view of it."""

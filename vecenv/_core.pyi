@@ -227,6 +227,9 @@ class ParentStep:
     """
 
     @property
+    def use_info_rows(
+        self, rows: Any, row_bytes: int, forms: dict[int, tuple[Any, ...]]
+    ) -> None: ...
     def exact_actions(self) -> bool:
         """Whether an action array can be written here (one action leaf)."""
     def __init__(

@@ -299,7 +299,7 @@ class InfoRows:
         self._fast: Dict[tuple, Any] = {}  # (keys, types) of a flat info -> _Plan or None
         self._plans: Dict[Any, Any] = {}  # a schema (worker) or (length, digest) -> _Plan
         self._written: List[Any] = [None] * (hi - lo)  # the plan whose schema each row holds
-        self._forms: Dict[int, tuple] = {}  # parent: a schema's digest -> its compiled read
+        self.forms: Dict[int, tuple] = {}  # parent: a schema's digest -> its compiled read
 
     @classmethod
     def attach(cls, layout: Any, block: Any, lo: int, hi: int) -> Optional[InfoRows]:
@@ -373,16 +373,14 @@ class InfoRows:
             if len(self._plans) < _CACHED and plan.digest == digest:
                 self._plans[key] = plan
         if plan.c_read is not None:
-            if len(self._forms) < _CACHED and plan.digest == digest:
-                self._forms[digest] = plan.c_read  # read_many builds it in C from now on
+            if len(self.forms) < _CACHED and plan.digest == digest:
+                self.forms[digest] = plan.c_read  # read_many builds it in C from now on
             return _core.read_info_row(rows, base, plan.c_read)
         return plan.read(rows, base)
 
     def read_many(self, envs: List[int]) -> Dict[int, Dict[str, Any]]:
         """``{env: info}`` for ``envs`` (each published with Status.SHARED_INFO)."""
-        return _core.read_info_rows(
-            self.rows, INFO_ROW_BYTES, self.lo, envs, self._forms, self.read
-        )
+        return _core.read_info_rows(self.rows, INFO_ROW_BYTES, self.lo, envs, self.forms, self.read)
 
     def take(self, infos: Dict[int, Any], done_envs: List[int], statuses: List[int]) -> None:
         """Write the round's infos that fit into their rows: each leaves
