@@ -227,9 +227,6 @@ class ParentStep:
     """
 
     @property
-    def use_info_rows(
-        self, rows: Any, row_bytes: int, forms: dict[int, tuple[Any, ...]]
-    ) -> None: ...
     def exact_actions(self) -> bool:
         """Whether an action array can be written here (one action leaf)."""
     def __init__(
@@ -248,6 +245,11 @@ class ParentStep:
         cores: int = 0,
         ends_in_python: bool = False,
     ) -> None: ...
+    def use_info_rows(
+        self, rows: Any, row_bytes: int, forms: dict[int, tuple[Any, ...]]
+    ) -> None:
+        """Read the infos of flagged envs from the block's info rows where
+        every one is in a layout of ``forms`` (vecenv._infos.InfoRows)."""
     def start(self, actions: object) -> bool:
         """Lockstep: write ``actions`` (None: already written) and dispatch."""
     def send(self, actions: object, env_ids: object) -> bool:
