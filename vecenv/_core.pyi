@@ -245,9 +245,7 @@ class ParentStep:
         cores: int = 0,
         ends_in_python: bool = False,
     ) -> None: ...
-    def use_info_rows(
-        self, rows: Any, row_bytes: int, forms: dict[int, tuple[Any, ...]]
-    ) -> None:
+    def use_info_rows(self, rows: Any, row_bytes: int, forms: dict[int, tuple[Any, ...]]) -> None:
         """Read the infos of flagged envs from the block's info rows where
         every one is in a layout of ``forms`` (vecenv._infos.InfoRows)."""
     def start(self, actions: object) -> bool:
