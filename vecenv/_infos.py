@@ -341,7 +341,18 @@ class InfoRows:
             return False
         k = i - self.lo
         rows, base = self.rows, INFO_ROW_BYTES * k
+        # _written[k] names the row's layout only while the row holds it
+        # whole: cleared before a new schema or any value goes in, set after,
+        # so an interrupt anywhere between (a Ctrl-C in the caller's share)
+        # leaves no layout for the compiled round to write into.
+        written, self._written[k] = self._written[k], None
         try:
+            if written is not plan:
+                blob = plan.blob
+                rows[base + _HEAD.size : base + _HEAD.size + len(blob)] = np.frombuffer(
+                    blob, np.uint8
+                )
+                _HEAD.pack_into(rows, base, len(blob), plan.values_at, plan.digest)
             if plan.arrays:
                 plan.scalars.pack_into(
                     rows, base + plan.values_at, *[v for v in values if type(v) is not np.ndarray]
@@ -352,13 +363,8 @@ class InfoRows:
             else:
                 plan.scalars.pack_into(rows, base + plan.values_at, *values)
         except (struct.error, OverflowError, ValueError):
-            self._written[k] = None  # the values may have overwritten its schema
             return False  # an int out of range: this step's info goes pickled
-        if self._written[k] is not plan:
-            blob = plan.blob
-            rows[base + _HEAD.size : base + _HEAD.size + len(blob)] = np.frombuffer(blob, np.uint8)
-            _HEAD.pack_into(rows, base, len(blob), plan.values_at, plan.digest)
-            self._written[k] = plan
+        self._written[k] = plan
         return True
 
     def read(self, i: int) -> Dict[str, Any]:
