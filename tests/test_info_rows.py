@@ -478,14 +478,11 @@ def test_the_gymnasium_batch_takes_the_common_case():
     assert gym_infos([{"ok": np.bool_(True)}], 1) is None  # an object array in gymnasium
 
 
-@pytest.mark.parametrize("layout", ["two workers", "the caller's share"])
 @pytest.mark.parametrize("mode", ["sb3", "next_step"])
-def test_the_compiled_step_reads_a_known_layout_without_python(monkeypatch, mode, layout):
+def test_the_compiled_step_reads_a_known_layout_without_python(monkeypatch, mode):
     """Once the parent has read a layout, the compiled step builds those
-    infos itself: the collector's Python read is no longer called (the
-    caller's share writes its infos of numbers into the rows too)."""
-    kwargs = {"two workers": {"num_workers": 2}, "the caller's share": LAYOUTS[layout]}[layout]
-    with vecenv.ShmemVecEnv([NumberInfoEnv] * 4, autoreset_mode=mode, **kwargs) as venv:
+    infos itself: the collector's Python read is no longer called."""
+    with vecenv.ShmemVecEnv([NumberInfoEnv] * 4, num_workers=2, autoreset_mode=mode) as venv:
         col = venv._collector
         calls = []
 

@@ -21,9 +21,7 @@ the worker process's place:
   them; the parent's reads find them there. A round's infos are kept by
   reference (:meth:`InprocLoop._publish_round`: a shallow copy of each dict,
   nothing pickled), as SyncVectorEnv passes them: pickling them cost
-  HalfCheetah-v5 about 18 us per step, 40% of its step. The caller's share
-  (``inline=True``, :class:`InlineLoop`) writes its infos of numbers into
-  the block's info rows instead, as a worker does.
+  HalfCheetah-v5 about 18 us per step, 40% of its step.
 - :class:`InprocControl` replaces the parent's Control: ``dispatch`` and
   ``dispatch_all`` write the ops, then run the loop's round over them
   (``take_ops`` then ``run_round``), so the envs are published, in the order
@@ -184,21 +182,9 @@ class InprocLoop(_Loop):
         since the parent adds and pops keys (``terminal_observation``, the
         reset info) and an env may return the same dict every step."""
         self._refuse_bad_keys(done_envs, statuses, infos, errors)
-        if self.info_rows is not None:  # the caller's share (InlineLoop)
-            self.info_rows.take(infos, done_envs, statuses)
         ticket = self.ctrl.publish(done_envs, statuses, self.spec.index)
         if infos or errors:
             self.conn.keep_round({i: dict(info) for i, info in infos.items()}, errors, ticket)
-
-
-class InlineLoop(InprocLoop):
-    """The caller's share (``inline=True``): its infos of numbers go through
-    the block's info rows as the workers' do, so that the compiled parent
-    step builds the whole batch's infos (one env's info kept by reference
-    would send the batch to the Python path). Other infos are kept by
-    reference, as in process."""
-
-    ships = True
 
 
 class InprocChannel:
@@ -212,13 +198,10 @@ class InprocChannel:
 
     broken = False  # nothing can be cut short: no bytes travel
 
-    def __init__(
-        self, spec: WorkerSpec, envs: List[Any], process: InprocProcess, inline: bool = False
-    ):
+    def __init__(self, spec: WorkerSpec, envs: List[Any], process: InprocProcess):
         self.spec = spec
         self.envs = envs
         self.process = process
-        self.loop_class = InlineLoop if inline else InprocLoop
         self.loop: Optional[InprocLoop] = None
         self.replies: Dict[int, Any] = {}
         self.rounds: Dict[int, Tuple[int, str, Any]] = {}
@@ -237,7 +220,7 @@ class InprocChannel:
             self._handle(msg)
         elif kind == Msg.ATTACH:
             block = _shm.attach(msg.handle, msg.layout.nbytes)
-            self.loop = self.loop_class(self.spec, self, None, self.envs, block, msg.layout)
+            self.loop = InprocLoop(self.spec, self, None, self.envs, block, msg.layout)
             self.send(msgs.Attached(os.getpid(), {}))
         elif kind == Msg.CLOSE:
             self._close_envs()

@@ -389,7 +389,7 @@ class WorkerPool:
         process = InprocProcess()
         chans: List[Any] = self.resources.chans  # ParentChannel's stand-in at 0
         self.resources.procs[:] = [process]
-        chans[:] = [InprocChannel(self.specs[0], [], process, inline=True)]
+        chans[:] = [InprocChannel(self.specs[0], [], process)]
         self.inline_chan = chans[0]
 
     def _build_inline(self) -> Any:
