@@ -205,13 +205,6 @@ class _Plan:
         self.flat = all(e[1] != _DICT for e in schema)
         self.keys = tuple(e[0][0] for e in schema) if self.flat else ()
         self.types = [e[2] for e in scalars]
-        # A flat info of Python numbers comes back as unpacked; one of NumPy
-        # scalars of one type through one array (its items are those scalars).
-        self.plain = (
-            self.flat and not self.arrays and all(t in (bool, int, float) for t in self.types)
-        )
-        one = self.flat and not self.arrays and len(set(self.types)) == 1 and not self.plain
-        self.one_dtype = np.dtype(self.types[0]) if one else None
         # What the compiled round writes without Python (csrc/_round.pxi
         # WorkerRound._write_info): a flat info of scalars, little-endian.
         self.c_form = None
@@ -230,16 +223,9 @@ class _Plan:
             self.c_read = (self.keys, made, self.c_form[3], dtypes)
 
     def read(self, rows: Any, base: int) -> Dict[str, Any]:
-        at = base + self.values_at
-        if self.one_dtype is not None:
-            return dict(zip(self.keys, np.frombuffer(rows, self.one_dtype, len(self.keys), at)))
-        values = self.scalars.unpack_from(rows, at)
-        if self.plain:
-            return dict(zip(self.keys, values))
-        made = [t(v) for t, v in zip(self.types, values)]
-        if self.flat and not self.arrays:
-            return dict(zip(self.keys, made))
-        scalars = iter(made)
+        # Nested or with arrays (a flat info of scalars is read by c_read).
+        values = self.scalars.unpack_from(rows, base + self.values_at)
+        scalars = iter([t(v) for t, v in zip(self.types, values)])
         arrays = iter(
             np.frombuffer(rows, dtype, count, base + at).reshape(shape).copy()
             for at, dtype, shape, count in self.arrays
